@@ -1,0 +1,47 @@
+# The two commands of README.md:
+#   make demo   installs what is missing, builds, and trains a small local cluster on Fashion-MNIST
+#   make test   installs what is missing, builds, and runs the whole test suite (what CI runs)
+# Others:
+#   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders)
+#   make bench              builds and runs the benchmarks (long; not part of `make test`)
+
+BUILD ?= build
+JOBS  ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps configure build test demo asan tsan bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+demo: build
+	$(BUILD)/gridnode demo
+
+asan: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGRIDTRAIN_SANITIZE=address -DGRIDTRAIN_BENCH=OFF
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+tsan: deps
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGRIDTRAIN_SANITIZE=thread -DGRIDTRAIN_BENCH=OFF
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 1200
+
+bench: build
+	scripts/run-benchmarks.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan

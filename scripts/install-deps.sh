@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gridtrain needs, only those that are missing.
+# Used by `make test`, `make demo` and CI; needs root (or sudo) when something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libcaf-dev libyaml-cpp-dev libasio-dev doctest-dev libopenblas-dev libspdlog-dev libcli11-dev
+  prometheus-cpp-dev zlib1g-dev
+  libgloo-dev libopenmpi-dev openmpi-bin
+  dataset-fashion-mnist gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing missing packages: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then sudo="sudo"; else
+    echo "error: missing packages (${missing[*]}) and not root; run 'make deps' as root" >&2
+    exit 2
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
