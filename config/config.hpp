@@ -1,0 +1,172 @@
+#pragma once
+// The run configuration: one YAML file (DESIGN.md, "Config") read into plain structs, with defaults,
+// `--set key=value` overrides and validation. Every C++ field is named after its YAML key. The keys, their types,
+// defaults, ranges and docs live in one table (config/schema.cpp); describe_schema() prints it.
+//
+// Loading rules:
+// - An empty file (nothing, only comments, or `null`) is an error: a config that says nothing is more likely a
+//   mistake than a wish for all defaults. `{}`, or a file that sets only some keys, gets defaults for the rest;
+//   so does a section left empty (`grid:` with nothing under it).
+// - Relative paths in a file are resolved against the directory of that file, so a config means the same thing
+//   whatever directory the program starts in. Relative paths given with --set are resolved against the current
+//   directory, as a shell user expects. The loaded Config holds the resolved paths.
+// - Files are checked when loading: the token file, when set, and the four data files when learner.kind is model
+//   (not for probe, which reads no data).
+// - Errors stop at the first one, in file order and then override order, and name the file, line:column, key,
+//   what was expected and what was found.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/endpoint.hpp"
+#include "config/enums.hpp"
+#include "config/error.hpp"
+
+namespace gridtrain::config {
+
+struct ClusterConfig {
+  std::string name;
+  std::string token_file;  // "" = no token; else its content is the cluster's shared secret
+  Endpoint listen;         // port 0 = pick a free port
+  int heartbeat_ms = 0;
+  int connection_timeout_ms = 0;  // > heartbeat_ms
+
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+struct GridConfig {
+  std::optional<int> dims;  // 1..6; nullopt = "auto": the fewest dims whose lines hold at most max_line nodes
+  int max_line = 0;
+  int rounds_in_flight = 0;  // k in BIDMach
+
+  bool operator==(const GridConfig&) const = default;
+};
+
+struct AllreduceConfig {
+  double reduce_threshold = 0;    // θr in (0, 1]
+  double complete_threshold = 0;  // θc in (0, 1]
+  double advance_threshold = 0;   // θa in (0, 1]
+  QuorumMode quorum = QuorumMode::fraction;
+  int quorum_timeout_ms = 0;  // > 0 when quorum is timeout
+  int max_chunk_floats = 0;
+  double elastic_rate = 0;  // α in (0, 1]
+  int every_steps = 0;      // 0 = rounds back to back; n = one round per n learner steps
+
+  bool operator==(const AllreduceConfig&) const = default;
+};
+
+// One layer of the model. Only the fields of its type are meaningful; the others are 0.
+struct LayerSpec {
+  LayerType type = LayerType::relu;
+  int units = 0;    // dense
+  int filters = 0;  // conv2d
+  int kernel = 0;   // conv2d
+  int stride = 0;   // conv2d (default 1), maxpool (default: size)
+  int padding = 0;  // conv2d
+  int size = 0;     // maxpool
+
+  bool operator==(const LayerSpec&) const = default;
+};
+
+struct ModelConfig {
+  std::vector<int> input;  // 1..3 extents, each >= 1: (channels, height, width)
+  std::vector<LayerSpec> layers;  // non-empty; softmax_cross_entropy last and only there
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::momentum;
+  double learning_rate = 0;  // > 0
+  double momentum = 0;       // [0, 1)
+  double weight_decay = 0;   // >= 0
+  Schedule schedule = Schedule::constant;
+  int step_every_epochs = 0;  // for Schedule::step
+  double step_gamma = 0;      // for Schedule::step, in (0, 1]
+
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct LearnerConfig {
+  LearnerKind kind = LearnerKind::model;
+  int probe_floats = 0;
+  std::optional<double> probe_value;  // nullopt = derived from the node id
+  Device device = Device::automatic;
+  std::uint64_t seed = 0;
+  int batch = 0;
+  int epochs = 0;
+  int threads = 0;  // BLAS threads; 0 = the library's default
+  ModelConfig model;
+  OptimizerConfig optimizer;
+
+  bool operator==(const LearnerConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string train_images;  // IDX files, gzip or plain
+  std::string train_labels;
+  std::string test_images;
+  std::string test_labels;
+  ShardMode shard = ShardMode::node;
+  ShardMethod shard_method = ShardMethod::contiguous;
+  bool normalize = false;
+
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  std::string dir;  // "" = off
+  int every = 0;    // steps; 0 = off
+
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct MetricsConfig {
+  std::optional<Endpoint> listen;  // Prometheus /metrics; nullopt = off ("" in YAML)
+  LogFormat log_format = LogFormat::text;
+  LogLevel log_level = LogLevel::info;
+  std::string csv;  // "" = off
+
+  bool operator==(const MetricsConfig&) const = default;
+};
+
+struct Config {
+  // The defaults of the schema table (the same as defaults()). The sections' own default constructors give
+  // zeros, which are not a valid run; start from a Config.
+  Config();
+
+  ClusterConfig cluster;
+  GridConfig grid;
+  AllreduceConfig allreduce;
+  LearnerConfig learner;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  MetricsConfig metrics;
+
+  bool operator==(const Config&) const = default;
+};
+
+// Every key at its default. Not validated: with learner.kind model it names the Fashion-MNIST files of Debian's
+// dataset-fashion-mnist package, which load_* checks exist.
+Config defaults();
+
+// Reads `path`, applies `overrides` in order ("allreduce.elastic_rate=0.5"; the value is parsed as a YAML
+// scalar or flow collection, so "learner.model.input=[1,28,28]" works; a section takes a flow map), validates.
+// Errors in an override have source "--set" and name the key.
+Result<Config> load_file(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// As load_file, for YAML text held in memory. `source_name` names it in errors; relative paths in it resolve
+// against `base_dir`.
+Result<Config> load_string(std::string_view yaml, std::string_view source_name,
+                           const std::vector<std::string>& overrides = {}, const std::string& base_dir = ".");
+
+// The config as YAML, every key written out. load_string(to_yaml(c), ...) == c for any loaded c.
+std::string to_yaml(const Config& config);
+
+// The schema table as text: key, type and range, default, and what it is for; then the layer types.
+std::string describe_schema();
+
+}  // namespace gridtrain::config
