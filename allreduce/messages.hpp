@@ -1,0 +1,57 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "allreduce/round_key.hpp"
+
+namespace gridtrain::allreduce {
+
+// The messages of one round, as plain values. The actors put them on the wire; a Round only
+// produces Sends and consumes ScatterChunks and ReducedChunks.
+
+// What a Round made of an incoming message. Only `accepted` changed its state.
+enum class Verdict : std::uint8_t {
+  accepted,
+  duplicate,  // this sender already delivered this chunk
+  late,       // the chunk was already reduced, or the round already complete
+  stale,      // older round key: dropped
+  newer,      // newer round key: the caller must finish() this round and move on (catchUp)
+  malformed,  // wrong dim/line, sender out of range, offset/length not a chunk of the partition, bad count
+};
+
+std::string_view to_string(Verdict verdict);
+
+// Algorithm 1, line 5: peer `from` sends us its values for one chunk of our block.
+struct ScatterChunk {
+  RoundKey key;
+  std::uint32_t from = 0;
+  std::size_t offset = 0;  // absolute, into the whole model vector
+  std::span<const float> data;
+};
+
+// Algorithm 1, line 12: peer `from` sends us the mean of one chunk of its block.
+struct ReducedChunk {
+  RoundKey key;
+  std::uint32_t from = 0;
+  std::size_t offset = 0;  // absolute, into the whole model vector
+  std::uint32_t count = 0;  // contributions averaged, 1..p
+  std::span<const float> data;
+};
+
+enum class SendKind : std::uint8_t { scatter, reduced };
+
+// A message a Round asks its caller to send to peer `to`, under the round's key. `data` points into
+// the Round's own buffers: it stays valid, and unchanged, until the Round is destroyed.
+struct Send {
+  SendKind kind = SendKind::scatter;
+  std::uint32_t to = 0;
+  std::uint32_t chunk = 0;   // index in the Partition, for the caller's bookkeeping
+  std::size_t offset = 0;    // absolute
+  std::uint32_t count = 1;   // scatter: 1 (our own values); reduced: contributions averaged
+  std::span<const float> data;
+};
+
+}  // namespace gridtrain::allreduce

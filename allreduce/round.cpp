@@ -1,0 +1,195 @@
+#include "allreduce/round.hpp"
+
+#include <stdexcept>
+
+namespace gridtrain::allreduce {
+
+// Algorithm 1, line 1: create buffers s, r and g. Everything is sized here, once; handling a
+// message allocates nothing beyond the outbox's first growth.
+Round::Round(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self, RoundConfig config)
+    : key_(key),
+      partition_(model_floats, peers, config.max_chunk_floats),
+      self_(self),
+      mode_(config.mode),
+      reduce_quorum_(quorum(config.reduce_threshold, peers)),
+      complete_quorum_(quorum(config.complete_threshold, partition_.chunk_count())),
+      block_(),
+      first_chunk_(0) {
+  if (self >= peers) throw std::invalid_argument("round: our index must be below the number of peers");
+  block_ = partition_.block(self);
+  first_chunk_ = partition_.first_chunk(self);
+  const std::uint32_t our_chunks = partition_.chunks_in_block(self);
+  send_.assign(model_floats, 0.0f);
+  sum_.assign(block_.length, 0.0);
+  contributions_.assign(our_chunks, 0);
+  contributed_.assign(std::size_t{our_chunks} * peers, 0);
+  result_.assign(model_floats, 0.0f);
+  counts_.assign(partition_.chunk_count(), 0);
+}
+
+// Algorithm 1, lines 3-6: partition s into p blocks and send block j to peer j.
+std::span<const Send> Round::scatter() {
+  outbox_.clear();
+  if (started_ || finished_) return {};
+  started_ = true;
+  const std::uint32_t p = peers();
+  // Start at our right-hand neighbour, so that not every peer sends to peer 0 first.
+  for (std::uint32_t step = 1; step < p; ++step) {
+    const std::uint32_t to = (self_ + step) % p;
+    for (std::uint32_t c = partition_.first_chunk(to); c < partition_.first_chunk(to + 1); ++c) {
+      const Range r = partition_.chunk(c);
+      outbox_.push_back({SendKind::scatter, to, c, r.offset, 1, std::span<const float>(send_).subspan(r.offset, r.length)});
+    }
+  }
+  // Our own block needs no message: it is our contribution, received now.
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    const Range r = partition_.chunk(first_chunk_ + k);
+    for (std::size_t t = 0; t < r.length; ++t) sum_[r.offset - block_.offset + t] += send_[r.offset + t];
+    contributed_[std::size_t{k} * p + self_] = 1;
+    ++contributions_[k];
+  }
+  // Contributions that came before we started may already make a quorum.
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    if (counts_[first_chunk_ + k] == 0 && quorum_met(contributions_[k], reduce_quorum_, p)) reduce(first_chunk_ + k);
+  }
+  complete_if_quorum();
+  return outbox_;
+}
+
+// Algorithm 1, lines 7-9: receive a block from peer i and store it in r(i), until theta_r of the
+// peers have sent. We keep a running sum instead of p copies, so r costs N/p doubles.
+Outcome Round::on_scatter(const ScatterChunk& in) {
+  outbox_.clear();
+  if (const Verdict v = check_key(in.key); v != Verdict::accepted) return {v, {}};
+  // Never trust a peer: only a chunk of our block, from another peer, with the right length.
+  const auto c = partition_.find_chunk(in.offset, in.data.size());
+  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != self_) {
+    ++counters_.malformed;
+    return {Verdict::malformed, {}};
+  }
+  const std::uint32_t k = *c - first_chunk_;
+  std::uint8_t& seen = contributed_[std::size_t{k} * peers() + in.from];
+  if (seen) {
+    ++counters_.duplicate;
+    return {Verdict::duplicate, {}};
+  }
+  // The chunk is reduced already: its mean has been sent, so this contribution cannot count.
+  if (finished_ || counts_[*c] > 0) {
+    ++counters_.late;
+    return {Verdict::late, {}};
+  }
+  seen = 1;
+  ++contributions_[k];
+  double* sum = sum_.data() + (in.offset - block_.offset);
+  for (std::size_t t = 0; t < in.data.size(); ++t) sum[t] += in.data[t];
+  // Line 9: until received from theta_r of the peers. Before scatter() our own part is missing.
+  if (started_ && quorum_met(contributions_[k], reduce_quorum_, peers())) {
+    reduce(*c);
+    complete_if_quorum();
+  }
+  return {Verdict::accepted, outbox_};
+}
+
+// Algorithm 1, line 10: reduce to the elementwise mean, and lines 11-13: send it to every peer.
+// The mean is over the contributions actually received, not over p: a missing peer must not pull
+// the average towards zero.
+void Round::reduce(std::uint32_t c) {
+  const std::uint32_t k = c - first_chunk_;
+  const Range r = partition_.chunk(c);
+  const std::uint32_t n = contributions_[k];
+  const double* sum = sum_.data() + (r.offset - block_.offset);
+  float* mean = result_.data() + r.offset;
+  for (std::size_t t = 0; t < r.length; ++t) mean[t] = static_cast<float>(sum[t] / n);
+  counts_[c] = n;
+  ++received_;
+  if (n < peers()) ++counters_.short_reductions;
+  const std::uint32_t p = peers();
+  for (std::uint32_t step = 1; step < p; ++step) {
+    outbox_.push_back({SendKind::reduced, (self_ + step) % p, c, r.offset, n,
+                       std::span<const float>(result_).subspan(r.offset, r.length)});
+  }
+}
+
+// Algorithm 1, lines 14-15: receive the mean of block i from peer i and store it in g(i).
+Outcome Round::on_reduced(const ReducedChunk& in) {
+  outbox_.clear();
+  if (const Verdict v = check_key(in.key); v != Verdict::accepted) return {v, {}};
+  // Only peer j reduces block j, and a mean averages between 1 and p contributions.
+  const auto c = partition_.find_chunk(in.offset, in.data.size());
+  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != in.from || in.count == 0 ||
+      in.count > peers()) {
+    ++counters_.malformed;
+    return {Verdict::malformed, {}};
+  }
+  if (counts_[*c] > 0) {
+    ++counters_.duplicate;
+    return {Verdict::duplicate, {}};
+  }
+  // The update may already be applied; changing the result now would change nothing but confuse.
+  if (complete_) {
+    ++counters_.late;
+    return {Verdict::late, {}};
+  }
+  std::copy(in.data.begin(), in.data.end(), result_.begin() + static_cast<std::ptrdiff_t>(in.offset));
+  counts_[*c] = in.count;
+  ++received_;
+  complete_if_quorum();
+  return {Verdict::accepted, outbox_};
+}
+
+// Algorithm 1, line 16: until received from theta_c of the peers. We count chunks, not peers:
+// a peer's block arrives chunk by chunk and each chunk can be missing on its own. Nothing
+// completes before scatter(), so our contribution always goes out first.
+void Round::complete_if_quorum() {
+  if (complete_ || !started_) return;
+  if (quorum_met(received_, complete_quorum_, partition_.chunk_count())) {
+    complete_ = true;
+    counters_.missing_at_completion = partition_.chunk_count() - received_;
+  }
+}
+
+std::span<const Send> Round::deadline_passed() {
+  outbox_.clear();
+  if (deadline_passed_) return {};
+  deadline_passed_ = true;
+  if (!started_ || finished_) return {};
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    if (counts_[first_chunk_ + k] == 0 && quorum_met(contributions_[k], reduce_quorum_, peers())) reduce(first_chunk_ + k);
+  }
+  complete_if_quorum();
+  return outbox_;
+}
+
+std::span<const Send> Round::finish() {
+  outbox_.clear();
+  if (finished_) return {};
+  finished_ = true;
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    if (counts_[first_chunk_ + k] == 0 && contributions_[k] > 0) reduce(first_chunk_ + k);
+  }
+  if (!complete_) {
+    complete_ = true;
+    counters_.missing_at_completion = partition_.chunk_count() - received_;
+  }
+  return outbox_;
+}
+
+// BIDMach's implementation compared counts with `==`: a count that stepped past the quorum was
+// never seen to meet it. We compare with `>=`. The timeout mode (the paper's section 6.1.4) waits
+// for everyone until the caller says the deadline has passed.
+bool Round::quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_t all) const {
+  if (mode_ == QuorumMode::fraction) return arrived >= needed;
+  return arrived >= all || (deadline_passed_ && arrived >= needed);
+}
+
+Verdict Round::check_key(const RoundKey& key) {
+  switch (key_order(key, key_)) {
+    case KeyOrder::same: return Verdict::accepted;
+    case KeyOrder::older: ++counters_.stale; return Verdict::stale;
+    case KeyOrder::newer: ++counters_.newer; return Verdict::newer;
+    case KeyOrder::foreign: ++counters_.malformed; return Verdict::malformed;
+  }
+  return Verdict::malformed;
+}
+
+}  // namespace gridtrain::allreduce

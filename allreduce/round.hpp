@@ -1,0 +1,184 @@
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "allreduce/messages.hpp"
+#include "allreduce/partition.hpp"
+#include "allreduce/quorum.hpp"
+#include "allreduce/round_key.hpp"
+
+namespace gridtrain::allreduce {
+
+struct RoundConfig {
+  double reduce_threshold = 1.0;    // theta_r: share of the p peers a chunk of our block waits for
+  double complete_threshold = 1.0;  // theta_c: share of all C chunks the round waits for
+  QuorumMode mode = QuorumMode::fraction;
+  std::size_t max_chunk_floats = std::size_t{1} << 16;
+};
+
+// What went wrong in a round, for metrics.
+struct RoundCounters {
+  std::uint64_t late = 0;       // contributions or reduced chunks that came after they could count
+  std::uint64_t duplicate = 0;
+  std::uint64_t stale = 0;
+  std::uint64_t newer = 0;
+  std::uint64_t malformed = 0;
+  std::uint64_t short_reductions = 0;        // chunks of our block averaged over fewer than p
+  std::uint64_t missing_at_completion = 0;  // chunks with no mean when the round completed
+};
+
+// The verdict on one incoming message, and what to send because of it. `sends` is valid until
+// the next call on the Round.
+struct Outcome {
+  Verdict verdict = Verdict::accepted;
+  std::span<const Send> sends;
+};
+
+// One allreduce round of BIDMach (Algorithm 1 of the paper) among the p peers of a line, seen
+// from peer `self`, as a state machine with no I/O: the caller moves the messages and the clock.
+//
+//   Round round(key, n, peers, self, config);
+//   copy the model into round.send_buffer();            // 1. fetch
+//   send(round.scatter());                             // 2. scatter
+//   for each message: send(round.on_scatter(m).sends)  // 3. reduce, and send the mean
+//                 or: send(round.on_reduced(m).sends)  // 4. gather, 5. complete
+//   at the quorum timeout: send(round.deadline_passed());
+//   on Verdict::newer: send(round.finish());
+//   once round.complete(): elastic_update(model slice, offset, round, alpha), tensor by tensor.
+//
+// Nothing is reduced and the round does not complete before scatter() (unless finish() forces
+// it): until then our own contribution is missing. Messages that come earlier are kept and count.
+// A model of 0 floats has no chunks (C == 0): the round completes at scatter().
+//
+// Once complete, the round keeps reducing its own block as contributions arrive, so that slower
+// peers still get the mean from us; reduced chunks that arrive after completion are late. After
+// finish() everything is late.
+//
+// Memory is O(N): send buffer, result buffer, and a double accumulator for our block.
+// Not thread-safe: one owner (the Worker) drives it.
+class Round {
+ public:
+  // Throws std::invalid_argument if peers == 0, self >= peers, or the Partition rejects the sizes.
+  Round(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self, RoundConfig config);
+  // Copying would leave Sends pointing into the original's buffers.
+  Round(const Round&) = delete;
+  Round& operator=(const Round&) = delete;
+  // Moving keeps every Send's data valid: the buffers stay where they are on the heap.
+  Round(Round&&) = default;
+  Round& operator=(Round&&) = default;
+
+  const RoundKey& key() const { return key_; }
+  const Partition& partition() const { return partition_; }
+  std::uint32_t self() const { return self_; }
+  std::uint32_t peers() const { return partition_.peers(); }
+  std::uint32_t reduce_quorum() const { return reduce_quorum_; }      // q_r = quorum(theta_r, p)
+  std::uint32_t complete_quorum() const { return complete_quorum_; }  // q_c = quorum(theta_c, C)
+
+  // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks.
+  // REQUIRES: !started()
+  std::span<float> send_buffer() { return send_; }
+  std::span<const float> send_buffer() const { return send_; }
+
+  // 2. Scatter: what to send to each peer, block j to peer j, starting at peer self + 1; plus the
+  // reduced chunks of our block if our own contribution already makes a quorum.
+  // A second call returns nothing.
+  std::span<const Send> scatter();
+
+  // 3. Reduce: a contribution to a chunk of our block. Once a quorum of contributions is in, the
+  // mean goes out to every other peer.
+  Outcome on_scatter(const ScatterChunk& chunk);
+
+  // 4./5. Gather and complete: the mean of a chunk of another peer's block.
+  Outcome on_reduced(const ReducedChunk& chunk);
+
+  // The quorum timeout has passed (measured by the caller): in timeout mode, a quorum is now
+  // enough for the reduce and for completion. In fraction mode it changes nothing.
+  std::span<const Send> deadline_passed();
+
+  // Complete now with what has arrived (BIDMach's catchUp, when a newer round key shows up).
+  // Every chunk of our block with at least one contribution is reduced and sent, even below
+  // q_r: this round gets no other chance to send it, and a mean over fewer peers, with its count,
+  // serves the peers better than no update at all.
+  std::span<const Send> finish();
+
+  bool started() const { return started_; }
+  bool complete() const { return complete_; }
+
+  // The result: the mean for chunk c, averaged over count(c) contributions; 0 means no mean came,
+  // so that slice gets no update.
+  // REQUIRES: c < partition().chunk_count()
+  std::uint32_t count(std::uint32_t c) const { return counts_[c]; }
+  std::uint32_t received_chunks() const { return received_; }
+  std::span<const float> result() const { return result_; }  // N floats; meaningful where count > 0
+
+  // Calls fn(offset, mean) for each maximal run of chunks in [begin, end) that have a mean; offset
+  // is absolute and mean a span into the result.
+  // REQUIRES: begin <= end <= partition().model_floats()
+  template <class Fn>
+  void for_each_received(std::size_t begin, std::size_t end, Fn&& fn) const;
+  template <class Fn>
+  void for_each_received(Fn&& fn) const {
+    for_each_received(0, partition_.model_floats(), static_cast<Fn&&>(fn));
+  }
+
+  const RoundCounters& counters() const { return counters_; }
+
+ private:
+  bool quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_t all) const;
+  Verdict check_key(const RoundKey& key);
+  void reduce(std::uint32_t c);
+  void complete_if_quorum();
+
+  RoundKey key_;
+  Partition partition_;
+  std::uint32_t self_;
+  QuorumMode mode_;
+  std::uint32_t reduce_quorum_;
+  std::uint32_t complete_quorum_;
+  Range block_;                // our block, absolute
+  std::uint32_t first_chunk_;  // of our block
+
+  std::vector<float> send_;                   // s
+  std::vector<double> sum_;                   // r, summed: exact for any arrival order
+  std::vector<std::uint32_t> contributions_;  // per chunk of our block
+  std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
+  std::vector<float> result_;                 // g
+  std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
+  std::uint32_t received_ = 0;                // chunks with count > 0
+
+  bool started_ = false;
+  bool deadline_passed_ = false;
+  bool complete_ = false;
+  bool finished_ = false;
+  std::vector<Send> outbox_;  // reused, so a message costs no allocation
+  RoundCounters counters_;
+};
+
+template <class Fn>
+void Round::for_each_received(std::size_t begin, std::size_t end, Fn&& fn) const {
+  if (begin >= end) return;
+  // Neighbouring chunks lie next to each other in result_, so a run of them is one span.
+  std::size_t run_begin = begin;
+  bool in_run = false;
+  for (std::uint32_t c = partition_.chunk_containing(begin); c < partition_.chunk_count(); ++c) {
+    const Range r = partition_.chunk(c);
+    if (r.offset >= end) break;
+    if (counts_[c] > 0) {
+      if (!in_run) run_begin = std::max(r.offset, begin);
+      in_run = true;
+    } else if (in_run) {
+      fn(run_begin, std::span<const float>(result_).subspan(run_begin, r.offset - run_begin));
+      in_run = false;
+    }
+  }
+  if (in_run) {
+    const std::size_t run_end = std::min(end, partition_.model_floats());
+    fn(run_begin, std::span<const float>(result_).subspan(run_begin, run_end - run_begin));
+  }
+}
+
+}  // namespace gridtrain::allreduce

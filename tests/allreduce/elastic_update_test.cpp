@@ -1,0 +1,72 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "allreduce/elastic_update.hpp"
+#include "tests/allreduce/simulated_line.hpp"
+
+using namespace gridtrain::allreduce;
+using gridtrain::allreduce::testing::Message;
+using gridtrain::allreduce::testing::SimulatedLine;
+
+TEST_CASE("an elastic rate of 1 replaces the model by the mean exactly") {
+  std::vector<float> model{1, -2, 3.5f, 1e30f, 0.1f};
+  const std::vector<float> mean{4, 5, -6, 1, 0.3f};
+  elastic_update(model, mean, 1.0f);
+  CHECK(model == mean);
+}
+
+TEST_CASE("an elastic rate of 0.5 moves the model half way to the mean") {
+  std::vector<float> model{2, 4, -6, 1, 0};
+  const std::vector<float> mean{4, 8, 6, 2, -3};
+  elastic_update(model, mean, 0.5f);
+  CHECK(model == std::vector<float>{3, 6, 0, 1.5f, -1.5f});
+}
+
+TEST_CASE("an elastic rate of 0.3 gives (1 - 0.3) * m + 0.3 * mean, within an ulp of the real value") {
+  std::vector<float> model{10, 0, -5, 1000, 0.25f};
+  const std::vector<float> mean{20, 10, 5, 0, 0.75f};
+  const std::vector<float> before = model;
+  elastic_update(model, mean, 0.3f);
+  const float alpha = 0.3f;
+  for (std::size_t t = 0; t < model.size(); ++t) {
+    CAPTURE(t);
+    CHECK(model[t] == (1.0f - alpha) * before[t] + alpha * mean[t]);
+    const double exact = 0.7 * before[t] + 0.3 * mean[t];
+    CHECK(std::abs(model[t] - exact) <= std::abs(exact) * 1.2e-7 + 1e-30);
+  }
+  CHECK(model[0] == doctest::Approx(13.0).epsilon(1e-6));
+  CHECK(model[3] == doctest::Approx(700.0).epsilon(1e-6));
+}
+
+TEST_CASE("the elastic update from a round leaves slices with count 0 untouched, tensor by tensor") {
+  // p = 2, N = 4, chunks of 1; q_c = 3 of 4. Peer 0 never gets the mean of chunk 3.
+  SimulatedLine line(4, 2, RoundConfig{.reduce_threshold = 1, .complete_threshold = 0.75, .max_chunk_floats = 1});
+  line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
+  line.scatter_all();
+  line.drop_if([](const Message& m) { return m.send.kind == SendKind::reduced && m.send.chunk == 3; });
+  line.deliver_all();
+  const Round& round = line.peer(0);
+  REQUIRE(round.complete());
+  REQUIRE(round.count(3) == 0);
+
+  // Means: (t + 10 + t) / 2 = t + 5. The model has moved to 100 since the fetch.
+  for (float alpha : {1.0f, 0.5f, 0.3f}) {
+    CAPTURE(alpha);
+    std::vector<float> whole(4, 100.0f), pieces(4, 100.0f);
+    elastic_update(std::span<float>(whole), 0, round, alpha);
+    // The same update as three tensors, [0,1), [1,3) and [3,4), each on its own.
+    elastic_update(std::span<float>(pieces).subspan(0, 1), 0, round, alpha);
+    elastic_update(std::span<float>(pieces).subspan(1, 2), 1, round, alpha);
+    elastic_update(std::span<float>(pieces).subspan(3, 1), 3, round, alpha);
+    std::vector<float> expected(4, 100.0f);
+    for (std::size_t t = 0; t < 3; ++t) expected[t] = (1.0f - alpha) * 100.0f + alpha * (static_cast<float>(t) + 5.0f);
+    CHECK(whole == expected);
+    CHECK(pieces == expected);
+    CHECK(whole[3] == 100.0f);  // untouched: no mean came
+  }
+  std::vector<float> replaced(4, 100.0f);
+  elastic_update(std::span<float>(replaced), 0, round, 1.0f);
+  CHECK(replaced == std::vector<float>{5, 6, 7, 100});
+}

@@ -1,0 +1,460 @@
+// One round, case by case, with exact expected values. Peer r fills its send buffer with
+// 10 * r + index, so a mean over any set of peers is easy to write down.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "allreduce/elastic_update.hpp"
+#include "tests/allreduce/simulated_line.hpp"
+
+using namespace gridtrain::allreduce;
+using gridtrain::allreduce::testing::Message;
+using gridtrain::allreduce::testing::SimulatedLine;
+
+namespace {
+
+const RoundKey kKey{.epoch = 3, .layout_version = 9, .dim = 1, .line = 4, .round = 20};
+
+RoundConfig config(double reduce, double complete, QuorumMode mode, std::size_t chunk = 1 << 16) {
+  return RoundConfig{.reduce_threshold = reduce, .complete_threshold = complete, .mode = mode, .max_chunk_floats = chunk};
+}
+
+void fill_tens(SimulatedLine& line) {
+  line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
+}
+
+auto scatter_from_to(std::uint32_t from, std::uint32_t to) {
+  return [=](const Message& m) { return m.send.kind == SendKind::scatter && m.from == from && m.send.to == to; };
+}
+
+auto reduced_from_to(std::uint32_t from, std::uint32_t to) {
+  return [=](const Message& m) { return m.send.kind == SendKind::reduced && m.from == from && m.send.to == to; };
+}
+
+std::vector<float> result_of(const Round& round) { return {round.result().begin(), round.result().end()}; }
+
+std::vector<std::uint32_t> counts_of(const Round& round) {
+  std::vector<std::uint32_t> counts;
+  for (std::uint32_t c = 0; c < round.partition().chunk_count(); ++c) counts.push_back(round.count(c));
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("scatter sends block j to peer j chunk by chunk, starting at the right-hand neighbour, never to itself") {
+  // N = 10, p = 4, chunks of 2: blocks [0,3) [3,6) [6,9) [9,10);
+  // chunks 0:[0,2) 1:[2,3) 2:[3,5) 3:[5,6) 4:[6,8) 5:[8,9) 6:[9,10).
+  Round round(kKey, 10, 4, 1, config(1, 1, QuorumMode::fraction, 2));
+  for (std::size_t t = 0; t < 10; ++t) round.send_buffer()[t] = static_cast<float>(t);
+  const std::span<const Send> sends = round.scatter();
+  struct Expected {
+    std::uint32_t to, chunk;
+    std::size_t offset, length;
+  };
+  const Expected expected[] = {{2, 4, 6, 2}, {2, 5, 8, 1}, {3, 6, 9, 1}, {0, 0, 0, 2}, {0, 1, 2, 1}};
+  REQUIRE(sends.size() == std::size(expected));
+  for (std::size_t k = 0; k < sends.size(); ++k) {
+    CAPTURE(k);
+    CHECK(sends[k].kind == SendKind::scatter);
+    CHECK(sends[k].to == expected[k].to);
+    CHECK(sends[k].chunk == expected[k].chunk);
+    CHECK(sends[k].offset == expected[k].offset);
+    CHECK(sends[k].count == 1);
+    CHECK(sends[k].data.size() == expected[k].length);
+    CHECK(sends[k].data.data() == round.send_buffer().data() + expected[k].offset);  // no copy
+  }
+  CHECK_FALSE(round.complete());
+  CHECK(round.scatter().empty());  // a second call sends nothing
+
+  Round last(kKey, 10, 3, 2, config(1, 1, QuorumMode::fraction));
+  const auto wrapped = last.scatter();
+  REQUIRE(wrapped.size() == 2);
+  CHECK(wrapped[0].to == 0);  // (2 + 1) mod 3
+  CHECK(wrapped[1].to == 1);
+}
+
+TEST_CASE("a line of one peer completes at scatter with its own values as the mean") {
+  Round round(kKey, 5, 1, 0, config(1, 1, QuorumMode::timeout, 2));
+  for (std::size_t t = 0; t < 5; ++t) round.send_buffer()[t] = 1.5f * static_cast<float>(t);
+  CHECK(round.scatter().empty());
+  CHECK(round.complete());
+  CHECK(counts_of(round) == std::vector<std::uint32_t>{1, 1, 1});
+  CHECK(result_of(round) == std::vector<float>{0, 1.5f, 3, 4.5f, 6});
+}
+
+TEST_CASE("a round over an empty model completes at scatter with nothing to send") {
+  Round round(kKey, 0, 3, 1, config(1, 1, QuorumMode::timeout));
+  CHECK_FALSE(round.complete());
+  CHECK(round.scatter().empty());
+  CHECK(round.complete());
+  CHECK(round.counters().missing_at_completion == 0);
+}
+
+TEST_CASE("a round refuses an index outside its line") {
+  CHECK_THROWS_AS(Round(kKey, 10, 3, 3, config(1, 1, QuorumMode::fraction)), std::invalid_argument);
+  CHECK_THROWS_AS(Round(kKey, 10, 0, 0, config(1, 1, QuorumMode::fraction)), std::invalid_argument);
+}
+
+TEST_CASE("contributions that arrive before scatter are kept, and nothing is reduced before it") {
+  // p = 2, N = 2: block 0 is [0,1), block 1 is [1,2). q_r = 1: any single contribution suffices.
+  SimulatedLine line(2, 2, config(0.5, 0.5, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter(1);
+  CHECK(line.deliver(line.take(scatter_from_to(1, 0))) == Verdict::accepted);
+  // Peer 0 has not started: it reduces nothing and sends nothing yet.
+  CHECK(std::none_of(line.pending().begin(), line.pending().end(), [](const Message& m) { return m.from == 0; }));
+  CHECK(line.peer(0).count(0) == 0);
+  // With q_c = 1 of 2 chunks, peer 1's mean alone would complete the round: not before scatter.
+  CHECK(line.deliver(line.take(reduced_from_to(1, 0))) == Verdict::accepted);
+  CHECK(line.peer(0).count(1) == 1);
+  CHECK_FALSE(line.peer(0).complete());
+  line.scatter(0);  // its own contribution joins the early one
+  CHECK(line.peer(0).count(0) == 2);
+  CHECK(line.peer(0).result()[0] == 5.0f);  // (0 + 10) / 2
+  CHECK(line.peer(0).complete());
+  line.deliver_all();
+  CHECK(line.all_complete());
+}
+
+TEST_CASE("a deadline that passes before scatter reduces nothing until our own contribution is in") {
+  // Timeout mode, p = 4, q_r = 2: the early parts of peers 1 and 2 would make a quorum.
+  SimulatedLine line(4, 4, config(0.5, 1, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  line.scatter(1);
+  line.scatter(2);
+  line.deliver_if([](const Message& m) { return m.send.to == 0; });
+  line.deadline(0);
+  CHECK(line.peer(0).count(0) == 0);
+  CHECK(std::none_of(line.pending().begin(), line.pending().end(), [](const Message& m) { return m.from == 0; }));
+  line.scatter(0);
+  CHECK(line.peer(0).count(0) == 3);  // ours included; peer 3's part is not needed after the deadline
+  CHECK(line.peer(0).result()[0] == 10.0f);  // (0 + 10 + 20) / 3
+}
+
+TEST_CASE("a missed scatter chunk is averaged over the contributions received, and the count is reported") {
+  // p = 3, N = 6, one chunk per block. Timeout mode with q_r = 2: without peer 2's part, peer 0
+  // waits for the deadline, then averages peers 0 and 1.
+  SimulatedLine line(6, 3, config(2.0 / 3, 1, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  CHECK(line.drop_if(scatter_from_to(2, 0)) == 1);
+  line.deliver_all();
+  CHECK(line.peer(0).count(0) == 0);
+  CHECK_FALSE(line.peer(1).complete());
+  line.deadline(0);
+  line.deliver_all();
+  CHECK(line.all_complete());
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(counts_of(line.peer(i)) == std::vector<std::uint32_t>{2, 3, 3});
+    // block 0: (0 + 10) / 2, (1 + 11) / 2; blocks 1 and 2: (t + 10 + t + 20 + t) / 3 = t + 10.
+    CHECK(result_of(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
+    CHECK(line.peer(i).counters().missing_at_completion == 0);
+  }
+  CHECK(line.peer(0).counters().short_reductions == 1);
+  CHECK(line.peer(1).counters().short_reductions == 0);
+}
+
+TEST_CASE("a contribution that arrives after its chunk was reduced is dropped and counted as late") {
+  // Fraction mode, q_r = 2: peer 0 reduces as soon as peer 1's part joins its own.
+  SimulatedLine line(6, 3, config(2.0 / 3, 1, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  const Message from_two = line.take(scatter_from_to(2, 0));
+  CHECK(line.deliver(line.take(scatter_from_to(1, 0))) == Verdict::accepted);
+  CHECK(line.peer(0).count(0) == 2);
+  CHECK(line.deliver(from_two) == Verdict::late);
+  CHECK(line.peer(0).counters().late == 1);
+  CHECK(line.peer(0).count(0) == 2);
+  CHECK(line.peer(0).result()[0] == 5.0f);  // still (0 + 10) / 2
+  CHECK(line.peer(0).result()[1] == 6.0f);
+}
+
+TEST_CASE("a reduced chunk that arrives after completion is dropped and counted as late") {
+  // C = 3 chunks, q_c = 2: peer 0 completes with its own block and one other.
+  SimulatedLine line(6, 3, config(1, 2.0 / 3, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.deliver_if([](const Message& m) { return m.send.kind == SendKind::scatter; });
+  CHECK(line.deliver(line.take(reduced_from_to(1, 0))) == Verdict::accepted);
+  REQUIRE(line.peer(0).complete());
+  CHECK(line.deliver(line.take(reduced_from_to(2, 0))) == Verdict::late);
+  CHECK(line.peer(0).counters().late == 1);
+  CHECK(counts_of(line.peer(0)) == std::vector<std::uint32_t>{3, 3, 0});
+  CHECK(line.peer(0).counters().missing_at_completion == 1);
+}
+
+TEST_CASE("a missed reduced chunk means no update: that slice keeps the model's current values") {
+  SimulatedLine line(6, 3, config(1, 2.0 / 3, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.deliver_if([](const Message& m) { return m.send.kind == SendKind::scatter; });
+  CHECK(line.drop_if(reduced_from_to(2, 0)) == 1);
+  line.deliver_all();
+  const Round& round = line.peer(0);
+  REQUIRE(round.complete());
+  CHECK(counts_of(round) == std::vector<std::uint32_t>{3, 3, 0});
+  CHECK(round.counters().missing_at_completion == 1);
+
+  // The learner moved the model since the fetch (which held 0..5).
+  std::vector<float> model{100, 101, 102, 103, 104, 105};
+  // Two tensors, [0,3) and [3,6), each updated on its own as under its lock.
+  elastic_update(std::span<float>(model).first(3), 0, round, 0.5f);
+  elastic_update(std::span<float>(model).subspan(3), 3, round, 0.5f);
+  // Where a mean came (t + 10): 0.5 * (100 + t) + 0.5 * (t + 10) = 55 + t. Elsewhere: untouched.
+  CHECK(model == std::vector<float>{55, 56, 57, 58, 104, 105});
+}
+
+TEST_CASE("a newer round key makes the round finish with what it has, and peers get exact means") {
+  // Thresholds of 1: without peer 2's part, peer 0's block is never reduced by quorum.
+  SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  const Message held = line.take(scatter_from_to(2, 0));
+  line.deliver_all();
+  CHECK_FALSE(line.peer(0).complete());
+  CHECK(counts_of(line.peer(0)) == std::vector<std::uint32_t>{0, 3, 3});
+
+  RoundKey next = kKey;
+  next.round += 1;
+  const Outcome newer = line.peer(0).on_scatter({next, 1, 0, line.peer(1).send_buffer().first(2)});
+  CHECK(newer.verdict == Verdict::newer);
+  CHECK(newer.sends.empty());
+  CHECK(line.peer(0).counters().newer == 1);
+  CHECK_FALSE(line.peer(0).complete());  // the caller decides to finish, not the round
+
+  line.finish(0);
+  CHECK(line.peer(0).complete());
+  CHECK(line.pending().size() == 2);  // the mean of block 0, over 2, to peers 1 and 2
+  line.deliver_all();
+  CHECK(line.deliver(held) == Verdict::late);
+  CHECK(line.all_complete());
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(counts_of(line.peer(i)) == std::vector<std::uint32_t>{2, 3, 3});
+    CHECK(result_of(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
+  }
+  CHECK(line.peer(0).finish().empty());  // once is enough
+}
+
+TEST_CASE("finish reduces a chunk of our block below quorum but not one that has no contribution") {
+  Round round(kKey, 4, 2, 0, config(1, 1, QuorumMode::fraction, 1));  // our chunks: 0 and 1
+  // Not started: only peer 1's part of chunk 1 has come.
+  const float values[] = {7, 9};
+  CHECK(round.on_scatter({kKey, 1, 1, std::span<const float>(values).first(1)}).verdict == Verdict::accepted);
+  const auto sends = round.finish();
+  REQUIRE(sends.size() == 1);
+  CHECK(sends[0].chunk == 1);
+  CHECK(sends[0].count == 1);
+  CHECK(sends[0].data[0] == 7.0f);
+  CHECK(round.complete());
+  CHECK(counts_of(round) == std::vector<std::uint32_t>{0, 1, 0, 0});
+  CHECK(round.counters().missing_at_completion == 3);
+  CHECK(round.scatter().empty());  // a finished round sends nothing more
+  CHECK(round.on_scatter({kKey, 1, 0, std::span<const float>(values).first(1)}).verdict == Verdict::late);
+}
+
+TEST_CASE("after completing, a round still reduces its own block so that slower peers get the mean") {
+  // p = 4, N = 8, one chunk per block, q_c = 3 of 4 chunks.
+  SimulatedLine line(8, 4, config(1, 0.75, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  const Message held = line.take(scatter_from_to(3, 0));  // peer 0 cannot reduce block 0 yet
+  line.deliver_if([](const Message& m) { return m.send.kind == SendKind::scatter; });
+  CHECK(line.drop_if(reduced_from_to(2, 1)) == 1);  // peer 1 stays one chunk short
+  line.deliver_all();
+  REQUIRE(line.peer(0).complete());  // blocks 1, 2 and 3
+  CHECK(line.peer(0).count(0) == 0);
+  CHECK_FALSE(line.peer(1).complete());  // blocks 1 and 3 only
+
+  CHECK(line.deliver(held) == Verdict::accepted);
+  CHECK(line.peer(0).count(0) == 4);
+  CHECK(line.pending().size() == 3);  // the mean of block 0, to peers 1, 2 and 3
+  line.deliver_all();
+  CHECK(line.peer(1).complete());
+  CHECK(line.peer(1).count(0) == 4);
+  CHECK(line.peer(1).result()[0] == 15.0f);  // (0 + 10 + 20 + 30) / 4
+  CHECK(line.peer(2).counters().late == 1);  // already complete: the mean came too late for it
+}
+
+TEST_CASE("a message with an older round key is dropped as stale and counted, without touching the round") {
+  SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  Round& round = line.peer(0);
+  const auto part = line.peer(1).send_buffer().first(2);
+  RoundKey older_round = kKey, older_layout = kKey, older_epoch = kKey;
+  older_round.round -= 1;
+  older_layout.layout_version -= 1;
+  older_layout.round += 5;  // a later round of an older layout is still older
+  older_epoch.epoch -= 1;
+  older_epoch.layout_version += 5;
+  for (const RoundKey& old : {older_round, older_layout, older_epoch}) {
+    CHECK(round.on_scatter({old, 1, 0, part}).verdict == Verdict::stale);
+    CHECK(round.on_reduced({old, 1, 2, 3, line.peer(1).send_buffer().subspan(2, 2)}).verdict == Verdict::stale);
+  }
+  CHECK(round.counters().stale == 6);
+  CHECK(round.count(1) == 0);
+  line.deliver_all();
+  CHECK(line.all_complete());
+  CHECK(result_of(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(line.verdicts(Verdict::accepted) == 12);  // 6 scatters + 6 reduced
+}
+
+TEST_CASE("in timeout mode nothing is reduced below all p before the deadline, and a quorum suffices after it") {
+  // p = 4, N = 4: one float per block. q_r = 2, q_c = 2.
+  SimulatedLine line(4, 4, config(0.5, 0.5, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  CHECK(line.drop_if([](const Message& m) { return m.from == 3; }) == 3);
+  line.deliver_all();
+  // Peers 0-2 hold 3 of 4 parts, far above q_r, and still wait; peer 3 had all 4 and reduced.
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(line.peer(i).count(i) == 0);
+    CHECK(line.peer(i).count(3) == 4);
+    CHECK_FALSE(line.peer(i).complete());  // 1 of 4 chunks; q_c = 2 does not count before the deadline
+  }
+  line.deadline(0);
+  CHECK(line.peer(0).count(0) == 3);
+  CHECK(line.peer(0).result()[0] == 10.0f);  // (0 + 10 + 20) / 3
+  CHECK(line.peer(0).complete());            // chunks 0 and 3: q_c after the deadline
+  CHECK(line.peer(0).counters().missing_at_completion == 2);
+
+  line.deliver_if(reduced_from_to(0, 1));
+  CHECK(line.peer(1).count(0) == 3);
+  CHECK_FALSE(line.peer(1).complete());  // 2 of 4 chunks, but its deadline has not passed
+  line.deadline(1);
+  CHECK(line.peer(1).complete());
+  CHECK(line.peer(1).result()[1] == 11.0f);  // (1 + 11 + 21) / 3
+}
+
+TEST_CASE("below q_r, the deadline reduces nothing, and the chunk is reduced when the quorum comes") {
+  // p = 4, q_r = 3.
+  SimulatedLine line(4, 4, config(0.75, 1, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.deadline(0);
+  CHECK(line.peer(0).count(0) == 0);  // only its own part
+  line.deliver_if(scatter_from_to(1, 0));
+  CHECK(line.peer(0).count(0) == 0);  // 2 < 3
+  line.deliver_if(scatter_from_to(3, 0));
+  CHECK(line.peer(0).count(0) == 3);
+  CHECK(line.peer(0).result()[0] == 40.0f / 3.0f);  // (0 + 10 + 30) / 3
+}
+
+TEST_CASE("in fraction mode the deadline changes nothing") {
+  SimulatedLine line(4, 4, config(1, 1, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.drop_if(scatter_from_to(3, 0));
+  line.deliver_all();
+  line.deadline(0);
+  CHECK(line.pending().empty());
+  CHECK(line.peer(0).count(0) == 0);
+  CHECK_FALSE(line.peer(0).complete());
+}
+
+TEST_CASE("a duplicate message is counted once and reported as duplicate") {
+  SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  const Message scatter = line.pending().front();  // peer 0's part of block 1, to peer 1
+  line.deliver_all();
+  CHECK(line.deliver(scatter) == Verdict::duplicate);
+  Message reduced = scatter;
+  reduced.from = 1;
+  reduced.send = {SendKind::reduced, 0, 1, 2, 3, line.peer(1).result().subspan(2, 2)};
+  CHECK(line.deliver(reduced) == Verdict::duplicate);
+  CHECK(line.peer(1).counters().duplicate == 1);
+  CHECK(line.peer(0).counters().duplicate == 1);
+  CHECK(result_of(line.peer(0)) == std::vector<float>{10, 11, 12, 13, 14, 15});
+}
+
+TEST_CASE("malformed messages are rejected and counted without touching the round") {
+  // p = 3, N = 6, chunks of 1: blocks [0,2) [2,4) [4,6); peer 0 owns chunks 0 and 1.
+  SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction, 1), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  Round& round = line.peer(0);
+  const float junk[] = {1e30f, -1e30f, 7};
+  const std::span<const float> one(junk, 1), two(junk, 2), none;
+  const std::size_t huge = std::numeric_limits<std::size_t>::max();
+  const std::uint32_t nobody = std::numeric_limits<std::uint32_t>::max();
+  RoundKey other_line = kKey;
+  other_line.line += 1;
+  RoundKey other_dim = kKey;
+  other_dim.dim += 1;
+
+  const ScatterChunk bad_scatter[] = {
+      {kKey, 1, 2, one},         // a chunk of block 1: not ours to reduce
+      {kKey, 1, 0, two},         // too long
+      {kKey, 1, 0, none},        // empty
+      {kKey, 1, 6, one},         // past the end
+      {kKey, 1, huge, one},      // far past the end
+      {kKey, 3, 0, one},         // sender outside the line
+      {kKey, nobody, 0, one},    // ... far outside
+      {kKey, 0, 0, one},         // ourselves
+      {other_line, 1, 0, one},   // another line
+      {other_dim, 1, 0, one},    // another dimension
+  };
+  for (const ScatterChunk& m : bad_scatter) {
+    CAPTURE(m.offset);
+    CAPTURE(m.from);
+    const Outcome out = round.on_scatter(m);
+    CHECK(out.verdict == Verdict::malformed);
+    CHECK(out.sends.empty());
+  }
+  const ReducedChunk bad_reduced[] = {
+      {kKey, 1, 2, 0, one},         // count 0
+      {kKey, 1, 2, 4, one},         // count > p
+      {kKey, 1, 4, 3, one},         // block 2 comes from peer 2, not peer 1
+      {kKey, 0, 0, 3, one},         // ourselves
+      {kKey, 5, 2, 3, one},         // sender outside the line
+      {kKey, 1, 2, 3, two},         // too long
+      {kKey, 1, 3, 3, none},        // empty
+      {kKey, 1, huge, 3, one},      // past the end
+      {other_line, 1, 2, 3, one},   // another line
+  };
+  for (const ReducedChunk& m : bad_reduced) {
+    CAPTURE(m.offset);
+    CAPTURE(m.from);
+    CAPTURE(m.count);
+    const Outcome out = round.on_reduced(m);
+    CHECK(out.verdict == Verdict::malformed);
+    CHECK(out.sends.empty());
+  }
+  CHECK(round.counters().malformed == std::size(bad_scatter) + std::size(bad_reduced));
+  CHECK(counts_of(round) == std::vector<std::uint32_t>{0, 0, 0, 0, 0, 0});
+
+  line.deliver_all();
+  CHECK(line.all_complete());
+  CHECK(counts_of(round) == std::vector<std::uint32_t>{3, 3, 3, 3, 3, 3});
+  CHECK(result_of(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
+}
+
+TEST_CASE("the received ranges of a result merge neighbouring chunks, skip missing ones and clip to the window") {
+  // p = 2, N = 8, chunks of 2: chunks 0..3 at 0, 2, 4, 6. Peer 0 owns chunks 0 and 1.
+  Round round(kKey, 8, 2, 0, config(0.5, 1, QuorumMode::fraction, 2));
+  for (std::size_t t = 0; t < 8; ++t) round.send_buffer()[t] = static_cast<float>(t);
+  round.scatter();  // q_r = 1: chunks 0 and 1 reduce at once from our own part
+  const float mean[] = {60, 70};
+  CHECK(round.on_reduced({kKey, 1, 6, 2, mean}).verdict == Verdict::accepted);  // chunk 3; chunk 2 missing
+
+  std::vector<std::pair<std::size_t, std::vector<float>>> runs;
+  auto collect = [&](std::size_t offset, std::span<const float> m) { runs.push_back({offset, {m.begin(), m.end()}}); };
+  round.for_each_received(collect);
+  CHECK(runs == decltype(runs){{0, {0, 1, 2, 3}}, {6, {60, 70}}});
+  runs.clear();
+  round.for_each_received(1, 7, collect);
+  CHECK(runs == decltype(runs){{1, {1, 2, 3}}, {6, {60}}});
+  runs.clear();
+  round.for_each_received(4, 6, collect);
+  CHECK(runs.empty());
+  round.for_each_received(3, 3, collect);
+  CHECK(runs.empty());
+}
