@@ -49,7 +49,8 @@ std::string unknown_key_message(const std::string& path) {
   auto did_you_mean = [](const std::string& p) { return "unknown key; did you mean '" + p + "'?"; };
 
   if (parent_known)
-    if (auto near = closest(name, schema.children(parent))) return did_you_mean(parent.empty() ? *near : parent + "." + *near);
+    if (auto near = closest(name, schema.children(parent)))
+      return did_you_mean(parent.empty() ? *near : parent + "." + *near);
   // The right name in the wrong section.
   for (const std::string& p : schema.all_paths())
     if (p.size() > name.size() && p.compare(p.size() - name.size(), name.size(), name) == 0 &&
@@ -108,16 +109,18 @@ std::string trim(std::string_view s) {
 Status apply_override(const std::string& text, LoadState& state) {
   const std::string source = "--set";
   const auto eq = text.find('=');
-  if (eq == std::string::npos) return Error{source, 0, 0, "", "expected key=value, found '" + text + "'"};
+  if (eq == std::string::npos) return Error{source, 0, 0, "", "expected key=value, found '" + printable(text) + "'"};
   const std::string key = trim(std::string_view(text).substr(0, eq));
   const std::string value_text = text.substr(eq + 1);
-  if (key.empty()) return Error{source, 0, 0, "", "expected key=value with a key before '=', found '" + text + "'"};
+  if (key.empty())
+    return Error{source, 0, 0, "", "expected key=value with a key before '=', found '" + printable(text) + "'"};
 
   YAML::Node node;
   try {
     node = YAML::Load(value_text);
   } catch (const YAML::Exception& e) {
-    return Error{source, 0, 0, key, "expected a YAML value after '=', found '" + value_text + "' (" + e.msg + ")"};
+    return Error{source, 0, 0, key,
+                 "expected a YAML value after '=', found '" + printable(value_text) + "' (" + e.msg + ")"};
   }
   // Paths on the command line mean what the shell user sees: relative to the current directory.
   std::error_code ec;
@@ -137,7 +140,8 @@ std::string file_problem(const std::string& path, bool must_have_content) {
   if (fs::is_directory(status)) return "expected a file, found a directory: " + path;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!file) return "cannot read " + path + ": " + std::strerror(errno);
-  if (must_have_content && std::fgetc(file.get()) == EOF) return "expected a non-empty file, found an empty one: " + path;
+  if (must_have_content && std::fgetc(file.get()) == EOF)
+    return "expected a non-empty file, found an empty one: " + path;
   return "";
 }
 

@@ -12,7 +12,7 @@ std::string Endpoint::to_string() const {
 }
 
 Result<Endpoint> parse_endpoint(std::string_view text) {
-  const std::string found = "'" + std::string(text) + "'";
+  const std::string found = "'" + printable(text) + "'";
   auto fail = [&](std::string what) { return Error{.message = "expected " + what + ", found " + found}; };
   if (text.empty()) return Error{.message = "expected host:port, found an empty string"};
   if (std::any_of(text.begin(), text.end(), [](unsigned char c) { return std::isspace(c) || std::iscntrl(c); }))

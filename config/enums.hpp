@@ -1,8 +1,8 @@
 #pragma once
 // The enum-valued settings, and the YAML spelling of each value.
 
-#include <array>
 #include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -26,20 +26,47 @@ struct EnumNames;
 template <class E>
 concept NamedEnum = requires { EnumNames<E>::names; };
 
-// clang-format off
-template <> struct EnumNames<QuorumMode> { static constexpr std::array<std::string_view, 2> names{"fraction", "timeout"}; };
-template <> struct EnumNames<LearnerKind> { static constexpr std::array<std::string_view, 2> names{"model", "probe"}; };
-template <> struct EnumNames<Device> { static constexpr std::array<std::string_view, 3> names{"auto", "cpu", "cuda"}; };
-template <> struct EnumNames<OptimizerKind> { static constexpr std::array<std::string_view, 2> names{"sgd", "momentum"}; };
-template <> struct EnumNames<Schedule> { static constexpr std::array<std::string_view, 3> names{"constant", "step", "cosine"}; };
-template <> struct EnumNames<ShardMode> { static constexpr std::array<std::string_view, 2> names{"node", "none"}; };
-template <> struct EnumNames<ShardMethod> { static constexpr std::array<std::string_view, 2> names{"contiguous", "permutation"}; };
-template <> struct EnumNames<LogFormat> { static constexpr std::array<std::string_view, 2> names{"text", "json"}; };
-template <> struct EnumNames<LogLevel> { static constexpr std::array<std::string_view, 5> names{"trace", "debug", "info", "warn", "error"}; };
-template <> struct EnumNames<LayerType> {
-  static constexpr std::array<std::string_view, 6> names{"dense", "relu", "conv2d", "maxpool", "flatten", "softmax_cross_entropy"};
+template <>
+struct EnumNames<QuorumMode> {
+  static constexpr std::string_view names[] = {"fraction", "timeout"};
 };
-// clang-format on
+template <>
+struct EnumNames<LearnerKind> {
+  static constexpr std::string_view names[] = {"model", "probe"};
+};
+template <>
+struct EnumNames<Device> {
+  static constexpr std::string_view names[] = {"auto", "cpu", "cuda"};
+};
+template <>
+struct EnumNames<OptimizerKind> {
+  static constexpr std::string_view names[] = {"sgd", "momentum"};
+};
+template <>
+struct EnumNames<Schedule> {
+  static constexpr std::string_view names[] = {"constant", "step", "cosine"};
+};
+template <>
+struct EnumNames<ShardMode> {
+  static constexpr std::string_view names[] = {"node", "none"};
+};
+template <>
+struct EnumNames<ShardMethod> {
+  static constexpr std::string_view names[] = {"contiguous", "permutation"};
+};
+template <>
+struct EnumNames<LogFormat> {
+  static constexpr std::string_view names[] = {"text", "json"};
+};
+template <>
+struct EnumNames<LogLevel> {
+  static constexpr std::string_view names[] = {"trace", "debug", "info", "warn", "error"};
+};
+template <>
+struct EnumNames<LayerType> {
+  static constexpr std::string_view names[] = {"dense",   "relu",    "conv2d",
+                                               "maxpool", "flatten", "softmax_cross_entropy"};
+};
 
 template <NamedEnum E>
 constexpr std::string_view to_string(E value) {
@@ -49,7 +76,7 @@ constexpr std::string_view to_string(E value) {
 // The value spelled `name`, exactly (case matters); nullopt if there is none.
 template <NamedEnum E>
 constexpr std::optional<E> parse_enum(std::string_view name) {
-  for (std::size_t i = 0; i < EnumNames<E>::names.size(); ++i)
+  for (std::size_t i = 0; i < std::size(EnumNames<E>::names); ++i)
     if (EnumNames<E>::names[i] == name) return static_cast<E>(i);
   return std::nullopt;
 }

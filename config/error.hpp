@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -26,6 +27,10 @@ struct Error {
 
   bool operator==(const Error&) const = default;
 };
+
+// `text` made fit to quote inside an error message: control characters escaped (\n, \t, \xNN) so the message
+// stays one line, and anything past 80 characters cut to "...".
+std::string printable(std::string_view text);
 
 namespace detail {
 [[noreturn]] inline void bad_result_access(const Error* error) {

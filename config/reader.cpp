@@ -7,12 +7,13 @@
 
 namespace gridtrain::config {
 
+bool IntRange::states_min() const { return min > std::numeric_limits<int>::min(); }
+bool IntRange::states_max() const { return max < std::numeric_limits<int>::max(); }
+
 std::string IntRange::describe() const {
-  const bool no_min = min <= std::numeric_limits<int>::min();
-  const bool no_max = max >= std::numeric_limits<int>::max();
-  if (no_min && no_max) return "";
-  if (no_max) return ">= " + std::to_string(min);
-  if (no_min) return "<= " + std::to_string(max);
+  if (!states_min() && !states_max()) return "";
+  if (!states_max()) return ">= " + std::to_string(min);
+  if (!states_min()) return "<= " + std::to_string(max);
   return "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
 }
 
@@ -50,9 +51,9 @@ std::string describe(const YAML::Node& node) {
     case YAML::NodeType::Scalar:
       break;
   }
-  if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return "\"" + node.Scalar() + "\"";
+  if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return "\"" + printable(node.Scalar()) + "\"";
   if (node.Scalar().empty()) return "an empty string";
-  return node.Scalar();
+  return printable(node.Scalar());
 }
 
 Reader::Reader(std::string source, std::filesystem::path base_dir, bool has_marks)
@@ -65,7 +66,8 @@ Origin Reader::origin(const YAML::Mark& mark) const {
 
 Error Reader::error(const YAML::Mark& at, std::string key, std::string message) const {
   Origin o = origin(at);
-  return Error{std::move(o.source), o.line, o.column, std::move(key), std::move(message)};
+  // A YAML key may hold anything, newlines included; the error must stay one line.
+  return Error{std::move(o.source), o.line, o.column, printable(key), std::move(message)};
 }
 
 Error Reader::mismatch(const Value& value, const std::string& key, const std::string& what) const {
@@ -132,15 +134,18 @@ bool all_digits(std::string_view text) {
 Result<std::int64_t> Reader::integer(const Value& v, const std::string& key, const IntRange& range) const {
   const std::string range_text = range.describe();
   const std::string what = "an integer" + (range_text.empty() ? "" : " " + range_text);
+  // For a value past a bound that describe() leaves unsaid (">= 1" hides the int's maximum), say both bounds.
+  const std::string both_bounds =
+      "an integer in [" + std::to_string(range.min) + ", " + std::to_string(range.max) + "]";
   auto text = plain_scalar(v.node);
   if (!text) return mismatch(v, key, what);
   bool negative = false;
   auto magnitude = parse_magnitude(*text, negative);
-  if (!magnitude) return mismatch(v, key, what);
   const auto limit = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
-  if (*magnitude > limit) return mismatch(v, key, what);
+  if (!magnitude || *magnitude > limit) return mismatch(v, key, all_digits(*text) ? both_bounds : what);
   const std::int64_t value = negative ? -static_cast<std::int64_t>(*magnitude) : static_cast<std::int64_t>(*magnitude);
-  if (value < range.min || value > range.max) return mismatch(v, key, what);
+  if (value < range.min) return mismatch(v, key, range.states_min() ? what : both_bounds);
+  if (value > range.max) return mismatch(v, key, range.states_max() ? what : both_bounds);
   return value;
 }
 

@@ -34,6 +34,9 @@ struct IntRange {
   std::int64_t min = std::numeric_limits<int>::min();
   std::int64_t max = std::numeric_limits<int>::max();
 
+  // describe() leaves out a bound that is only the int's own limit.
+  bool states_min() const;
+  bool states_max() const;
   std::string describe() const;  // ">= 1", "in [1, 6]"
 };
 
@@ -87,7 +90,7 @@ class Reader {
     const std::string what = "one of " + enum_choices<E>();
     if (!v.node.IsScalar()) return mismatch(v, key, what);
     if (auto e = parse_enum<E>(v.node.Scalar())) return *e;
-    std::vector<std::string> names(EnumNames<E>::names.begin(), EnumNames<E>::names.end());
+    std::vector<std::string> names(std::begin(EnumNames<E>::names), std::end(EnumNames<E>::names));
     Error err = mismatch(v, key, what);
     if (auto near = closest(v.node.Scalar(), names)) err.message += " (did you mean '" + *near + "'?)";
     return err;

@@ -364,7 +364,11 @@ std::unique_ptr<Key> key(std::string path, Get get, Codec codec, typename Codec:
 #define FIELD(section, name) #section "." #name, [](auto& c) -> auto& { return c.section.name; }
 
 constexpr IntRange at_least(int n) { return IntRange{n}; }
+constexpr double infinity = std::numeric_limits<double>::infinity();
 constexpr NumberRange unit_interval{0, 1, true, false};  // (0, 1]
+constexpr NumberRange fraction_below_one{0, 1, false, true};  // [0, 1)
+constexpr NumberRange positive{0, infinity, true, false};  // > 0
+constexpr NumberRange non_negative{0, infinity, false, false};  // >= 0
 
 std::vector<LayerSpec> default_layers() {
   // The MLP 784-256-128-10.
@@ -380,54 +384,83 @@ Schema::Schema() {
   auto add = [this](std::unique_ptr<Key> k) { keys_.push_back(std::move(k)); };
   // clang-format off
   add(key(FIELD(cluster, name), StringCodec{}, "gridtrain", "the cluster's name, in logs and metrics"));
-  add(key(FIELD(cluster, token_file), PathCodec{FileRule::token}, "", "file whose content is the cluster's shared secret; \"\" = no token"));
-  add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0}, "host:port this node listens on; port 0 = pick a free port"));
+  add(key(FIELD(cluster, token_file), PathCodec{FileRule::token}, "",
+          "file whose content is the cluster's shared secret; \"\" = no token"));
+  add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0},
+          "host:port this node listens on; port 0 = pick a free port"));
   add(key(FIELD(cluster, heartbeat_ms), IntCodec{at_least(1)}, 200, "CAF middleman heartbeat interval"));
-  add(key(FIELD(cluster, connection_timeout_ms), IntCodec{at_least(1)}, 1000, "a peer silent this long is declared down; > heartbeat_ms"));
+  add(key(FIELD(cluster, connection_timeout_ms), IntCodec{at_least(1)}, 1000,
+          "a peer silent this long is declared down; > heartbeat_ms"));
 
-  add(key(FIELD(grid, dims), DimsCodec{}, 2, "1 = all-to-all, 2 = BIDMach's grid, auto = the fewest whose lines hold <= max_line nodes"));
+  add(key(FIELD(grid, dims), DimsCodec{}, 2,
+          "1 = all-to-all, 2 = BIDMach's grid, auto = the fewest whose lines hold <= max_line nodes"));
   add(key(FIELD(grid, max_line), IntCodec{at_least(2)}, 16, "with dims auto: the most nodes in one line"));
-  add(key(FIELD(grid, rounds_in_flight), IntCodec{at_least(1)}, 3, "k: allreduce rounds in flight per line (BIDMach: 3)"));
+  add(key(FIELD(grid, rounds_in_flight), IntCodec{at_least(1)}, 3,
+          "k: allreduce rounds in flight per line (BIDMach: 3)"));
 
-  add(key(FIELD(allreduce, reduce_threshold), NumberCodec{unit_interval}, 1.0, "θr: a chunk is reduced once ceil(θr·p) peers contributed"));
-  add(key(FIELD(allreduce, complete_threshold), NumberCodec{unit_interval}, 1.0, "θc: a round completes once ceil(θc·C) of its C chunks are in"));
-  add(key(FIELD(allreduce, advance_threshold), NumberCodec{unit_interval}, 1.0, "θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r"));
-  add(key(FIELD(allreduce, quorum), EnumCodec<QuorumMode>{}, QuorumMode::fraction, "fraction: act at the thresholds; timeout: wait for all until quorum_timeout_ms, then for the thresholds"));
-  add(key(FIELD(allreduce, quorum_timeout_ms), IntCodec{at_least(0)}, 1000, "the wait of timeout quorum; > 0 when quorum is timeout"));
-  add(key(FIELD(allreduce, max_chunk_floats), IntCodec{at_least(1)}, 65536, "the largest chunk one message carries, in floats"));
-  add(key(FIELD(allreduce, elastic_rate), NumberCodec{unit_interval}, 0.3, "α: after a round, m <- (1 - α)·m + α·mean"));
-  add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0, "one round per this many learner steps; 0 = rounds back to back"));
+  add(key(FIELD(allreduce, reduce_threshold), NumberCodec{unit_interval}, 1.0,
+          "θr: a chunk is reduced once ceil(θr·p) peers contributed"));
+  add(key(FIELD(allreduce, complete_threshold), NumberCodec{unit_interval}, 1.0,
+          "θc: a round completes once ceil(θc·C) of its C chunks are in"));
+  add(key(FIELD(allreduce, advance_threshold), NumberCodec{unit_interval}, 1.0,
+          "θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r"));
+  add(key(FIELD(allreduce, quorum), EnumCodec<QuorumMode>{}, QuorumMode::fraction,
+          "fraction: act at the thresholds; timeout: wait for all until quorum_timeout_ms, then for the thresholds"));
+  add(key(FIELD(allreduce, quorum_timeout_ms), IntCodec{at_least(0)}, 1000,
+          "the wait of timeout quorum; > 0 when quorum is timeout"));
+  add(key(FIELD(allreduce, max_chunk_floats), IntCodec{at_least(1)}, 65536,
+          "the largest chunk one message carries, in floats"));
+  add(key(FIELD(allreduce, elastic_rate), NumberCodec{unit_interval}, 0.3,
+          "α: after a round, m <- (1 - α)·m + α·mean"));
+  add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
+          "one round per this many learner steps; 0 = rounds back to back"));
 
-  add(key(FIELD(learner, kind), EnumCodec<LearnerKind>{}, LearnerKind::model, "model: train; probe: no training, allreduce probe_floats floats (a cluster health check)"));
+  add(key(FIELD(learner, kind), EnumCodec<LearnerKind>{}, LearnerKind::model,
+          "model: train; probe: no training, allreduce probe_floats floats (a cluster health check)"));
   add(key(FIELD(learner, probe_floats), IntCodec{at_least(1)}, 1024, "probe: the length of the vector"));
-  add(key(FIELD(learner, probe_value), OptionalNumberCodec{}, std::nullopt, "probe: the initial value; null = derived from the node id"));
-  add(key(FIELD(learner, device), EnumCodec<Device>{}, Device::automatic, "where the learner runs; auto = a GPU if there is one"));
+  add(key(FIELD(learner, probe_value), OptionalNumberCodec{}, std::nullopt,
+          "probe: the initial value; null = derived from the node id"));
+  add(key(FIELD(learner, device), EnumCodec<Device>{}, Device::automatic,
+          "where the learner runs; auto = a GPU if there is one"));
   add(key(FIELD(learner, seed), Uint64Codec{}, 1, "model initialization seed"));
   add(key(FIELD(learner, batch), IntCodec{at_least(1)}, 64, "minibatch size"));
   add(key(FIELD(learner, epochs), IntCodec{at_least(1)}, 10, "passes over the node's shard"));
   add(key(FIELD(learner, threads), IntCodec{at_least(0)}, 0, "BLAS threads; 0 = the library's default"));
-  add(key(FIELD(learner.model, input), InputCodec{}, std::vector<int>{1, 28, 28}, "input shape: (channels, height, width)"));
-  add(key(FIELD(learner.model, layers), LayersCodec{}, default_layers(), "the layers in order; the last is softmax_cross_entropy"));
+  add(key(FIELD(learner.model, input), InputCodec{}, std::vector<int>{1, 28, 28},
+          "input shape: (channels, height, width)"));
+  add(key(FIELD(learner.model, layers), LayersCodec{}, default_layers(),
+          "the layers in order; the last is softmax_cross_entropy"));
   add(key(FIELD(learner.optimizer, kind), EnumCodec<OptimizerKind>{}, OptimizerKind::momentum, "the update rule"));
-  add(key(FIELD(learner.optimizer, learning_rate), NumberCodec{{0, std::numeric_limits<double>::infinity(), true}}, 0.05, "step size"));
-  add(key(FIELD(learner.optimizer, momentum), NumberCodec{{0, 1, false, true}}, 0.9, "momentum coefficient (kind momentum)"));
-  add(key(FIELD(learner.optimizer, weight_decay), NumberCodec{{0}}, 0.0, "L2 penalty coefficient"));
-  add(key(FIELD(learner.optimizer, schedule), EnumCodec<Schedule>{}, Schedule::constant, "how the learning rate changes over epochs"));
-  add(key(FIELD(learner.optimizer, step_every_epochs), IntCodec{at_least(1)}, 5, "step: multiply the rate by step_gamma every this many epochs"));
+  add(key(FIELD(learner.optimizer, learning_rate), NumberCodec{positive}, 0.05, "step size"));
+  add(key(FIELD(learner.optimizer, momentum), NumberCodec{fraction_below_one}, 0.9,
+          "momentum coefficient (kind momentum)"));
+  add(key(FIELD(learner.optimizer, weight_decay), NumberCodec{non_negative}, 0.0, "L2 penalty coefficient"));
+  add(key(FIELD(learner.optimizer, schedule), EnumCodec<Schedule>{}, Schedule::constant,
+          "how the learning rate changes over epochs"));
+  add(key(FIELD(learner.optimizer, step_every_epochs), IntCodec{at_least(1)}, 5,
+          "step: multiply the rate by step_gamma every this many epochs"));
   add(key(FIELD(learner.optimizer, step_gamma), NumberCodec{unit_interval}, 0.1, "step: the factor"));
 
-  add(key(FIELD(data, train_images), PathCodec{FileRule::data}, fmnist + "train-images-idx3-ubyte.gz", "IDX images to train on (gzip or plain)"));
-  add(key(FIELD(data, train_labels), PathCodec{FileRule::data}, fmnist + "train-labels-idx1-ubyte.gz", "IDX labels of train_images"));
-  add(key(FIELD(data, test_images), PathCodec{FileRule::data}, fmnist + "t10k-images-idx3-ubyte.gz", "IDX images to evaluate on"));
-  add(key(FIELD(data, test_labels), PathCodec{FileRule::data}, fmnist + "t10k-labels-idx1-ubyte.gz", "IDX labels of test_images"));
-  add(key(FIELD(data, shard), EnumCodec<ShardMode>{}, ShardMode::node, "node: each node trains on its own shard; none: every node sees all data"));
-  add(key(FIELD(data, shard_method), EnumCodec<ShardMethod>{}, ShardMethod::contiguous, "contiguous: by index and count; permutation: node-seeded"));
+  add(key(FIELD(data, train_images), PathCodec{FileRule::data}, fmnist + "train-images-idx3-ubyte.gz",
+          "IDX images to train on (gzip or plain)"));
+  add(key(FIELD(data, train_labels), PathCodec{FileRule::data}, fmnist + "train-labels-idx1-ubyte.gz",
+          "IDX labels of train_images"));
+  add(key(FIELD(data, test_images), PathCodec{FileRule::data}, fmnist + "t10k-images-idx3-ubyte.gz",
+          "IDX images to evaluate on"));
+  add(key(FIELD(data, test_labels), PathCodec{FileRule::data}, fmnist + "t10k-labels-idx1-ubyte.gz",
+          "IDX labels of test_images"));
+  add(key(FIELD(data, shard), EnumCodec<ShardMode>{}, ShardMode::node,
+          "node: each node trains on its own shard; none: every node sees all data"));
+  add(key(FIELD(data, shard_method), EnumCodec<ShardMethod>{}, ShardMethod::contiguous,
+          "contiguous: by index and count; permutation: node-seeded"));
   add(key(FIELD(data, normalize), BoolCodec{}, true, "scale pixel bytes to [0, 1]"));
 
   add(key(FIELD(checkpoint, dir), PathCodec{FileRule::none}, "", "directory for checkpoints; \"\" = off"));
-  add(key(FIELD(checkpoint, every), IntCodec{at_least(0)}, 0, "learner steps between checkpoints; 0 = off; > 0 needs dir"));
+  add(key(FIELD(checkpoint, every), IntCodec{at_least(0)}, 0,
+          "learner steps between checkpoints; 0 = off; > 0 needs dir"));
 
-  add(key(FIELD(metrics, listen), OptionalEndpointCodec{}, std::nullopt, "host:port of the Prometheus /metrics endpoint; \"\" = off"));
+  add(key(FIELD(metrics, listen), OptionalEndpointCodec{}, std::nullopt,
+          "host:port of the Prometheus /metrics endpoint; \"\" = off"));
   add(key(FIELD(metrics, log_format), EnumCodec<LogFormat>{}, LogFormat::text, "log line format"));
   add(key(FIELD(metrics, log_level), EnumCodec<LogLevel>{}, LogLevel::info, "the least severe level logged"));
   add(key(FIELD(metrics, csv), PathCodec{FileRule::none}, "", "metrics CSV file; \"\" = off"));

@@ -15,7 +15,8 @@ TEST_CASE("an error prints as one line of source, position, key and message") {
 }
 
 TEST_CASE("an error leaves out the parts it does not have") {
-  CHECK(Error{"--set", 0, 0, "grid.dims", "expected x, found y"}.to_string() == "--set: grid.dims: expected x, found y");
+  CHECK(Error{"--set", 0, 0, "grid.dims", "expected x, found y"}.to_string() ==
+        "--set: grid.dims: expected x, found y");
   CHECK(Error{"c.yaml", 3, 0, "", "bad"}.to_string() == "c.yaml:3: bad");
   CHECK(Error{"c.yaml", 0, 7, "k", "bad"}.to_string() == "c.yaml: k: bad");  // a column without a line means nothing
   CHECK(Error{"", 0, 0, "k", "bad"}.to_string() == "k: bad");
@@ -48,4 +49,12 @@ TEST_CASE("a status is ok by default and carries an error otherwise") {
   Status broken = Error{.message = "disk full"};
   REQUIRE_FALSE(broken.ok());
   CHECK(broken.error().message == "disk full");
+}
+
+TEST_CASE("text quoted into a message is kept to one short line") {
+  using gridtrain::config::printable;
+  CHECK(printable("plain text") == "plain text");
+  CHECK(printable("two\nlines\tand\r\x01") == "two\\nlines\\tand\\r\\x01");
+  CHECK(printable(std::string(200, 'a')) == std::string(80, 'a') + "...");
+  CHECK(printable("") == "");
 }
