@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -423,4 +425,33 @@ TEST_CASE("enum values print and parse with their YAML spelling") {
   CHECK(parse_enum<LogLevel>("warn") == LogLevel::warn);
   CHECK(parse_enum<QuorumMode>("timeout") == QuorumMode::timeout);
   CHECK_FALSE(parse_enum<QuorumMode>("Timeout").has_value());
+}
+
+TEST_CASE("the example config in tests/data shows every key at its default") {
+  const std::string path = std::string(GRIDTRAIN_CONFIG_FIXTURES) + "/cluster.yaml";
+  // As a probe, so that the check holds on machines without the Fashion-MNIST package.
+  auto r = load_file(path, {"learner.kind=probe"});
+  REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+  Config expected = defaults();
+  expected.learner.kind = LearnerKind::probe;
+  CHECK(r.value() == expected);
+
+  // Every key is written out, not left to its default: each key line of to_yaml, indentation included, appears
+  // in the example.
+  const std::string text = [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const std::string dumped = to_yaml(defaults());
+  for (std::size_t start = 0; start < dumped.size();) {
+    const std::size_t end = dumped.find('\n', start);
+    const std::string line = dumped.substr(start, end - start);
+    start = end + 1;
+    const auto colon = line.find(':');
+    if (line.find_first_not_of(' ') == std::string::npos || colon == std::string::npos) continue;
+    if (line.find("- {") != std::string::npos) continue;  // layer items
+    const std::string key = line.substr(0, colon + 1);   // indentation and name, as the example must have it
+    CAPTURE(key);
+    CHECK(text.find("\n" + key) != std::string::npos);
+  }
 }
