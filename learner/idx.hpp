@@ -1,0 +1,36 @@
+#pragma once
+// IDX files: the format of MNIST and Fashion-MNIST. A big-endian header (two zero bytes, an element-type byte, a
+// dimension count, then one 32-bit extent per dimension) followed by the elements, row-major. Only unsigned-byte
+// elements (type 0x08) are supported: that is what the image and label files hold.
+//
+// Files may be gzip-compressed or plain; both are read the same way. Reading never trusts the header: the data
+// must be exactly as long as the extents say (no truncation, no trailing bytes), and memory is allocated as data
+// arrives, so a lying header cannot make the reader allocate more than the file holds.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/error.hpp"
+
+namespace gridtrain::learner {
+
+// The content of an IDX file of unsigned bytes.
+struct IdxArray {
+  std::vector<std::uint32_t> dims;  // extents, outermost first: {count, rows, columns} for images
+  std::vector<std::uint8_t> data;   // product of dims elements, row-major
+};
+
+enum class IdxCompression { plain, gzip };
+
+// Reads an IDX u8 file, gzip or plain. Errors carry `path` as their source and `key` (the config key that named
+// the file, if any), and say what was expected and what was found, with byte offsets into the uncompressed data.
+config::Result<IdxArray> read_idx(const std::string& path, std::string_view key = {});
+
+// Writes `array` as an IDX u8 file (magic 0x0000 08 NN), replacing any file at `path`. For tests and tools.
+// REQUIRES: 1 <= dims.size() <= 255; the product of dims == data.size().
+config::Status write_idx(const std::string& path, const IdxArray& array,
+                         IdxCompression compression = IdxCompression::plain);
+
+}  // namespace gridtrain::learner
