@@ -28,11 +28,12 @@ struct LineState {
 };
 
 // What one add or remove changed, exactly: a line missing from `started` and `stopped` kept its members, their
-// order and its master. The GridMaster sends every stop before any start.
+// order and its master. Send every stop before any start: one node may lose a line and gain another in the same
+// dimension. A stop may name a master that has just left.
 struct LayoutDelta {
   // Lines, now non-empty, whose members or master changed: send start_line to `master`.
   std::vector<LineState> started;
-  // (line, its previous master) for every line that emptied or changed master, including a master that left.
+  // (line, its previous master) for every line that emptied or changed master.
   std::vector<std::pair<LineId, NodeId>> stopped;
   // Nodes other than the one added or removed whose coordinates changed, ascending.
   std::vector<NodeId> moved;
@@ -67,7 +68,8 @@ class Layout {
   // The fewest dimensions (at most kMaxDims) whose lines hold at most max_line nodes; with hysteresis.
   // Changing dimensions moves everyone. REQUIRES: max_line >= 2.
   static Layout automatic(int max_line);
-  // REQUIRES: snapshot came from snapshot(). Returns "" and sets `out`, or says why the snapshot is invalid.
+  // Rebuilds what snapshot() described: returns "" and sets `out`, or says why the snapshot is not a valid
+  // layout and leaves `out` alone.
   static std::string restore(const LayoutSnapshot& snapshot, Layout& out);
 
   // REQUIRES: !contains(node), node != kNoNode.
@@ -86,7 +88,7 @@ class Layout {
   // REQUIRES: contains(node); 0 <= dim < dims().
   std::vector<int> coords(NodeId node) const;
   LineId line_of(NodeId node, int dim) const;
-  // REQUIRES: 0 <= id.dim < dims(), id.index < lines_per_dim().
+  // REQUIRES: 0 <= id.dim < dims(), id.index < lines_per_dim(). Valid until the next add or remove.
   const LineState& line(LineId id) const { return lines_[id.dim][id.index]; }
   std::vector<LineState> lines() const;  // the non-empty lines, ascending by id
 
