@@ -1,5 +1,6 @@
 #include "learner/dataset.hpp"
 
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -75,6 +76,8 @@ Result<Dataset> load_dataset(const std::string& images_path, const std::string& 
   std::array<float, 256> map{};
   for (int p = 0; p < 256; ++p) map[p] = (static_cast<float>(p) / 255.0f - n.mean) / n.std;
   const std::vector<std::uint8_t>& pixels = images.value().data;
+  out.images.reserve(pixels.size());
+  prefer_huge_pages(out.images.data(), pixels.size() * sizeof(float));
   out.images.resize(pixels.size());
   for (std::size_t i = 0; i < pixels.size(); ++i) out.images[i] = map[pixels[i]];
   return out;

@@ -1,6 +1,7 @@
 #include "learner/idx.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -101,8 +102,8 @@ class IdxFile {
       if (got < 0) return stream_error();
       if (got == 0) break;
       have += static_cast<std::size_t>(got);
+      offset_ += static_cast<std::size_t>(got);
     }
-    offset_ += have;
     return have;
   }
 
@@ -140,8 +141,12 @@ class IdxFile {
     const char* text = gzerror(gz_, &code);
     if (code == Z_ERRNO) return error("read error at offset " + std::to_string(offset_) + ": " + errno_text(errno));
     if (code == Z_MEM_ERROR) return error("out of memory while decompressing");
+    std::string_view reason = text ? text : "unknown zlib error";
+    // zlib names the stream "<fd:N>: " before its reason; the path is already the error's source.
+    if (reason.starts_with("<fd:") && reason.find(": ") != std::string_view::npos)
+      reason.remove_prefix(reason.find(": ") + 2);
     return error("corrupt gzip stream near uncompressed offset " + std::to_string(offset_) + ": " +
-                 (text ? text : "unknown zlib error"));
+                 std::string(reason));
   }
 
   std::string path_;
@@ -154,6 +159,13 @@ class IdxFile {
 
 }  // namespace
 
+void prefer_huge_pages(void* data, std::size_t bytes) {
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(huge - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 Result<IdxArray> read_idx(const std::string& path, std::string_view key) {
   IdxFile file(path, key);
   if (Status s = file.open(); !s) return s.error();
@@ -163,7 +175,9 @@ Result<IdxArray> read_idx(const std::string& path, std::string_view key) {
   std::array<std::uint8_t, magic_bytes> magic{};
   Result<std::size_t> got = file.read(magic.data(), magic.size());
   if (!got) return got.error();
-  if (got.value() == 0) return file.error("empty file: expected an IDX header " + header_layout);
+  if (got.value() == 0)
+    return file.error(file.truncated() ? "truncated gzip stream: it ends before any data (file truncated?)"
+                                       : "empty file: expected an IDX header " + header_layout);
   if (got.value() < magic.size())
     return file.error("truncated header: expected a 4-byte magic, found " + std::to_string(got.value()) +
                       " bytes" + (file.truncated() ? " (gzip stream cut short)" : ""));
@@ -185,7 +199,8 @@ Result<IdxArray> read_idx(const std::string& path, std::string_view key) {
   if (!got) return got.error();
   if (got.value() < raw.size())
     return file.error("truncated header: expected " + std::to_string(header_bytes) + " bytes (the magic and " +
-                      std::to_string(rank) + " extents), found " + std::to_string(magic_bytes + got.value()));
+                      std::to_string(rank) + " extents), found " + std::to_string(magic_bytes + got.value()) +
+                      (file.truncated() ? " (gzip stream cut short)" : ""));
   IdxArray array;
   array.dims.resize(rank);
   std::size_t expected = 1;
@@ -208,10 +223,14 @@ Result<IdxArray> read_idx(const std::string& path, std::string_view key) {
     if (found > expected)
       return file.error(expected_text + std::to_string(found) + ": " + std::to_string(found - expected) +
                         " trailing bytes from offset " + std::to_string(header_bytes + expected));
+    array.data.reserve(expected);
+    prefer_huge_pages(array.data.data(), expected);
     array.data.resize(expected);
   } else {
     const std::size_t hint = file.gzip_size_hint();
-    array.data.resize(std::min(expected, hint > header_bytes ? hint - header_bytes : first_chunk));
+    array.data.reserve(std::min(expected, hint > header_bytes ? hint - header_bytes : first_chunk));
+    prefer_huge_pages(array.data.data(), array.data.capacity());
+    array.data.resize(array.data.capacity());
   }
   std::size_t have = 0;
   while (have < expected) {
@@ -239,6 +258,10 @@ Result<IdxArray> read_idx(const std::string& path, std::string_view key) {
     return file.error(expected_text + (trailing >= trailing_count_limit ? "at least " : "") +
                       std::to_string(expected + trailing) + ": " + std::to_string(trailing) +
                       " trailing bytes from offset " + std::to_string(header_bytes + expected));
+  // All the data came, but a gzip stream cut inside its trailer has not been checked against its CRC.
+  if (file.truncated())
+    return file.error("the gzip stream ends before its trailer (CRC and length) after all " +
+                      std::to_string(header_bytes + expected) + " bytes of data: file truncated?");
   return array;
 }
 

@@ -7,6 +7,7 @@
 // must be exactly as long as the extents say (no truncation, no trailing bytes), and memory is allocated as data
 // arrives, so a lying header cannot make the reader allocate more than the file holds.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,5 +33,11 @@ config::Result<IdxArray> read_idx(const std::string& path, std::string_view key 
 // REQUIRES: 1 <= dims.size() <= 255; the product of dims == data.size().
 config::Status write_idx(const std::string& path, const IdxArray& array,
                          IdxCompression compression = IdxCompression::plain);
+
+// Asks the kernel for transparent huge pages on [data, data + bytes), before the memory is first touched: filling
+// a large fresh buffer is dominated by first-touch page faults (about 10 us per 4 KB page on some machines, half a
+// second for Fashion-MNIST's 188 MB of floats), and huge pages make them 512 times fewer. Harmless where the kernel
+// declines. Used for the buffers that loading fills.
+void prefer_huge_pages(void* data, std::size_t bytes);
 
 }  // namespace gridtrain::learner
