@@ -1,0 +1,103 @@
+#pragma once
+// The per-layer operations every backend implements (the CPU one on OpenBLAS, a CUDA one on cuBLAS/cuDNN), and
+// the backend that makes them. A layer sees only pointers into its backend's memory (host memory on the CPU,
+// device memory on a GPU), so where the parameters live is the backend's business: the Learner gives the
+// layers a working copy of the parameters, and a GPU backend keeps that copy on the device.
+//
+// Tensors are row-major and per minibatch: a batch of `batch` samples, each of its LayerShape's input or
+// output floats; images are (channels, height, width) per sample, i.e. NCHW.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "learner/model.hpp"
+
+namespace gridtrain::learner {
+
+// A layer's parameters in backend memory: weight then bias, or none.
+struct LayerParams {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+};
+
+// Where backward() writes the gradients of a layer's parameters.
+struct LayerGrads {
+  float* weight = nullptr;
+  float* bias = nullptr;
+};
+
+// One layer of a model (dense, relu, conv2d, maxpool), made for batches of up to a maximum size; it owns the
+// workspace it needs (im2col columns, pooling argmax), allocated once.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // y = layer(x) for `batch` samples.
+  // REQUIRES: 1 <= batch <= the layer's maximum batch; x, y do not overlap.
+  virtual void forward(int batch, const float* x, float* y, LayerParams params) = 0;
+
+  // Given dy = dL/dy, writes dx = dL/dx (unless dx is null: nothing upstream needs it) and the parameter
+  // gradients, overwriting them (not adding). x and y are those of the forward().
+  // REQUIRES: forward() on this batch was the layer's last call.
+  virtual void backward(int batch, const float* x, const float* y, const float* dy, float* dx, LayerParams params,
+                        LayerGrads grads) = 0;
+};
+
+struct LossResult {
+  double loss = 0;  // cross-entropy, mean over the batch
+  int correct = 0;  // samples whose highest score is their label (ties: the lowest class)
+};
+
+// softmax followed by cross-entropy, fused: numerically stable, and its gradient is simply p - onehot.
+class Loss {
+ public:
+  virtual ~Loss() = default;
+
+  // Scores `logits` (batch x classes, backend memory) against `labels` (host memory), keeping the
+  // probabilities for backward().
+  // REQUIRES: 1 <= batch <= the maximum batch; every label in [0, classes).
+  virtual LossResult forward(int batch, const float* logits, const std::int32_t* labels) = 0;
+
+  // dlogits = d(mean loss)/d(logits) = (softmax(logits) - onehot(labels)) / batch.
+  // REQUIRES: forward() on this batch was the last call.
+  virtual void backward(int batch, const std::int32_t* labels, float* dlogits) = 0;
+};
+
+// Floats in a backend's memory, freed with it. Move-only.
+class Buffer {
+ public:
+  using Release = void (*)(float*);
+
+  Buffer() = default;
+  Buffer(float* data, std::size_t size, Release release) : data_(data, release), size_(size) {}
+
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<float, Release> data_{nullptr, nullptr};
+  std::size_t size_ = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // REQUIRES: layer.spec.type is dense, relu, conv2d or maxpool (flatten is a view; the loss is make_loss's).
+  virtual std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) = 0;
+  virtual std::unique_ptr<Loss> make_loss(int classes, int max_batch) = 0;
+
+  // `floats` floats of backend memory, zeroed (so touched: no page faults later).
+  virtual Buffer allocate(std::size_t floats) = 0;
+  // Host to backend memory and back. REQUIRES: the destination holds the source's size.
+  virtual void upload(std::span<const float> host, float* backend) = 0;
+  virtual void download(const float* backend, std::span<float> host) = 0;
+};
+
+}  // namespace gridtrain::learner

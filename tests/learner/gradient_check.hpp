@@ -1,0 +1,42 @@
+#pragma once
+// Finite-difference gradient checks for any Backend: the CPU backend's tests use them, and a GPU backend's tests
+// can run the same checks on its own layers.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "learner/layer.hpp"
+#include "learner/model.hpp"
+
+namespace gridtrain::learner::testing {
+
+// The first layer of a model made of `layer` (then flatten, dense to 3 classes and the loss, so shape inference
+// runs exactly as for a real model), with `input` per sample.
+LayerShape layer_shape(const std::vector<int>& input, const config::LayerSpec& layer);
+
+// How far an analytic gradient is from its finite difference, worst over all entries checked.
+struct GradientReport {
+  double worst = 0;       // max |analytic - numeric| / (atol + rtol * max(|analytic|, |numeric|)); pass if <= 1
+  std::string where;      // the entry that was worst, e.g. "dx[12]" or "dW[3]"
+  std::size_t checked = 0;
+};
+
+// Draws x, weight and bias, then checks backward() against central differences (step eps) of
+// f = Σ r ⊙ layer(x) for a random r: dx for every input, dW and db for every parameter. `x_values` picks how x
+// is drawn: "normal", "away_from_zero" (|x| >= 0.1, for relu) or "distinct" (values 0.05 apart, for maxpool).
+GradientReport check_layer(Backend& backend, const LayerShape& shape, int batch, std::uint64_t seed,
+                           const std::string& x_values, double eps, double atol, double rtol);
+
+// Checks the loss's dlogits against central differences of the mean loss.
+GradientReport check_loss(Backend& backend, int classes, int batch, std::uint64_t seed, double eps, double atol,
+                          double rtol);
+
+// Checks a whole LayerStack's parameter gradients (every `stride`-th parameter) against central differences of
+// the mean loss over one random minibatch.
+GradientReport check_stack(Backend& backend, const Model& model, int batch, std::uint64_t seed, std::size_t stride,
+                           double eps, double atol, double rtol);
+
+}  // namespace gridtrain::learner::testing
