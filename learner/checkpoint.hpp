@@ -1,0 +1,52 @@
+#pragma once
+// Checkpoint: a node's training state on disk, so that `run --resume` continues where it stopped.
+//
+// The file is written atomically: to a temporary file in the same directory, fsynced, renamed over the target,
+// then the directory fsynced. A crash, a full disk or any other failure during a write leaves the previous
+// checkpoint as it was (a crash may leave a stray "<name>.tmp.XXXXXX" file beside it, which readers ignore).
+// Like any mkstemp file, a checkpoint is created with mode 0600: it is the node's private state.
+//
+// Format (version 1), all integers little-endian, floats IEEE-754 binary32 little-endian:
+//   offset  0  8 bytes  magic "GRIDCKPT"
+//           8  u32      format version
+//          12  u32      reserved, 0
+//          16  u64      model signature (ParameterStore::signature)
+//          24  u64      step
+//          32  u64      epoch
+//          40  u64      P: parameter floats
+//          48  u64      O: optimizer-state floats
+//          56  u64      R: RNG-state bytes
+//          64  P floats, O floats, R bytes
+//          end u32      CRC-32 (zlib's) of every byte before it
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/error.hpp"
+
+namespace gridtrain::learner {
+
+struct CheckpointData {
+  // Every member has an initializer, so a designated initializer may name only some.
+  std::uint64_t signature = 0;           // the model's; reading refuses a checkpoint of another model
+  std::uint64_t step = 0;                // learner steps taken
+  std::uint64_t epoch = 0;               // epochs completed
+  std::vector<float> params{};           // the ParameterStore arena
+  std::vector<float> optimizer_state{};  // e.g. momentum buffers, in the optimizer's own order
+  std::vector<std::uint8_t> rng_state{};  // opaque; empty = none
+
+  bool operator==(const CheckpointData&) const = default;
+};
+
+inline constexpr std::uint32_t checkpoint_version = 1;
+
+// Writes `data` to `path` atomically (see above). Every failure (no such directory, permission, disk full, I/O
+// error) comes back as an Error with `path` as its source, and leaves any previous file at `path` intact.
+config::Status write_checkpoint(const std::string& path, const CheckpointData& data);
+
+// Reads a checkpoint, verifying its magic, version, sizes, checksum and, last, that its signature is
+// `expected_signature`. A corrupt, truncated, foreign or mismatched file is refused with an Error that says why.
+config::Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t expected_signature);
+
+}  // namespace gridtrain::learner
