@@ -1,0 +1,171 @@
+#include "learner/learner.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <span>
+
+#include "learner/gemm.hpp"
+#include "learner/init.hpp"
+#include "learner/layer_cpu.hpp"
+
+namespace gridtrain::learner {
+
+namespace {
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Fisher-Yates with its own generator: the same order on every platform for one (seed, epoch).
+void shuffle(std::vector<std::uint32_t>& order, std::uint64_t seed, int epoch) {
+  std::iota(order.begin(), order.end(), 0u);
+  std::uint64_t state = seed ^ (0xa0761d6478bd642full * (static_cast<std::uint64_t>(epoch) + 1));
+  for (std::size_t i = order.size(); i > 1; --i) {
+    // A draw in [0, i) by multiply-shift; its bias, at most i / 2^64, is far below anything training can see.
+    const auto j = static_cast<std::size_t>((static_cast<unsigned __int128>(splitmix64(state)) * i) >> 64);
+    std::swap(order[i - 1], order[j]);
+  }
+}
+
+config::Error data_error(std::string message) {
+  return config::Error{.key = "learner.model", .message = std::move(message)};
+}
+
+}  // namespace
+
+config::Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& config, Dataset train) {
+  if (config.device == config::Device::cuda)
+    return config::Error{.key = "learner.device",
+                         .message = "expected cpu or auto, found cuda: this build has no CUDA backend"};
+  if (config.batch < 1)
+    return config::Error{.key = "learner.batch", .message = "expected >= 1, found " + std::to_string(config.batch)};
+  auto model = Model::build(config.model);
+  if (!model.ok()) return model.error();
+  if (train.count == 0) return data_error("expected a training shard with at least one sample, found none");
+  set_blas_threads(config.threads);
+  std::unique_ptr<Learner> learner(new Learner(config, std::move(model).value(), std::move(train)));
+  if (auto ok = learner->check(learner->train_); !ok.ok()) return ok.error();
+  return learner;
+}
+
+Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train)
+    : config_(config),
+      model_(std::move(model)),
+      train_(std::move(train)),
+      store_(model_.tensors()),
+      optimizer_(config.optimizer, config.epochs, model_),
+      backend_(std::make_unique<CpuBackend>()),
+      stack_(model_, *backend_, config.batch),
+      order_(train_.count),
+      inputs_(model_.input_floats() * static_cast<std::size_t>(config.batch)),
+      labels_(static_cast<std::size_t>(config.batch)) {
+  steps_per_epoch_ = static_cast<int>((train_.count + config.batch - 1) / config.batch);
+  store_.assign(initial_parameters(model_, config.seed));
+  start_epoch();
+}
+
+config::Status Learner::check(const Dataset& data) const {
+  if (data.sample_floats != model_.input_floats())
+    return data_error("expected samples of " + shape_text(model_.input()) + " (" +
+                      std::to_string(model_.input_floats()) + " floats) as learner.model.input says, found " +
+                      shape_text(data.sample_shape) + " (" + std::to_string(data.sample_floats) + " floats)");
+  if (data.images.size() != data.count * data.sample_floats || data.labels.size() != data.count)
+    return data_error("expected " + std::to_string(data.count) + " samples, found " +
+                      std::to_string(data.images.size()) + " image floats and " +
+                      std::to_string(data.labels.size()) + " labels");
+  if (data.classes > model_.classes())
+    return data_error("expected at most " + std::to_string(model_.classes()) +
+                      " classes, the width of the model's last layer; the data has " + std::to_string(data.classes));
+  for (std::size_t i = 0; i < data.count; ++i)
+    if (data.labels[i] < 0 || data.labels[i] >= model_.classes())
+      return data_error("expected labels in [0, " + std::to_string(model_.classes()) + "), found " +
+                        std::to_string(data.labels[i]) + " at sample " + std::to_string(i));
+  return {};
+}
+
+void Learner::start_epoch() {
+  shuffle(order_, config_.seed, epoch());
+  position_ = 0;
+}
+
+void Learner::snapshot() {
+  float* params = stack_.params();
+  for (std::size_t t = store_.tensor_count(); t-- > 0;) {
+    std::lock_guard<std::mutex> hold(store_.mutex(t));
+    backend_->upload(store_.data(t), params + model_.tensor_offset(t));
+  }
+}
+
+StepResult Learner::step() {
+  const std::size_t count = train_.count;
+  const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
+  const std::size_t floats = train_.sample_floats;
+  for (int n = 0; n < batch; ++n) {
+    const std::uint32_t s = order_[position_ + n];
+    std::memcpy(inputs_.data() + n * floats, train_.images.data() + s * floats, floats * sizeof(float));
+    labels_[n] = train_.labels[s];
+  }
+  const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
+
+  snapshot();
+  const LossResult loss = stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+  stack_.backward();
+  // The CPU backend's gradients are host memory: the optimizer reads them where they are.
+  const float* grads = stack_.grads();
+  for (std::size_t t = store_.tensor_count(); t-- > 0;) {
+    const std::size_t offset = model_.tensor_offset(t);
+    std::span<const float> grad(grads + offset, model_.tensor_offset(t + 1) - offset);
+    std::lock_guard<std::mutex> hold(store_.mutex(t));
+    optimizer_.apply(t, store_.data(t), grad, learning_rate);
+  }
+
+  position_ += batch;
+  samples_.fetch_add(batch, std::memory_order_relaxed);
+  steps_.fetch_add(1, std::memory_order_relaxed);
+  if (position_ == count) {
+    epoch_.fetch_add(1, std::memory_order_relaxed);
+    start_epoch();
+  }
+  return {loss.loss, static_cast<double>(loss.correct) / batch, batch, learning_rate};
+}
+
+Evaluation Learner::evaluate(const Dataset& data) {
+  assert(check(data).ok());
+  Evaluation e;
+  e.count = data.count;
+  if (data.count == 0) return e;
+  snapshot();
+  double loss = 0;
+  std::size_t correct = 0;
+  const std::size_t floats = data.sample_floats;
+  for (std::size_t start = 0; start < data.count; start += config_.batch) {
+    const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, data.count - start));
+    const LossResult r = stack_.forward(batch, std::span(data.images).subspan(start * floats, batch * floats),
+                                        std::span(data.labels).subspan(start, batch));
+    loss += r.loss * batch;
+    correct += r.correct;
+  }
+  e.loss = loss / data.count;
+  e.accuracy = static_cast<double>(correct) / data.count;
+  return e;
+}
+
+void Learner::restore_progress(std::uint64_t steps) {
+  const std::uint64_t per_epoch = static_cast<std::uint64_t>(steps_per_epoch_);
+  const int epoch = static_cast<int>(steps / per_epoch);
+  position_ = static_cast<std::size_t>(steps % per_epoch) * config_.batch;
+  epoch_.store(epoch, std::memory_order_relaxed);
+  steps_.store(steps, std::memory_order_relaxed);
+  samples_.store(static_cast<std::uint64_t>(epoch) * train_.count + position_, std::memory_order_relaxed);
+  const std::size_t position = position_;
+  start_epoch();
+  position_ = position;
+}
+
+}  // namespace gridtrain::learner

@@ -1,0 +1,116 @@
+#pragma once
+// Learner: trains a model on one node's shard of the training set, one minibatch per step(), on the CPU
+// backend. It knows nothing of actors or of the allreduce; it shares only its ParameterStore, whose per-tensor
+// locks let the allreduce fetch and elastically update the model while training goes on.
+//
+// A step, and how it meets the allreduce (which may write any tensor between or during steps):
+//   1. Snapshot: copy the parameters into the backend's working copy, tensor by tensor in reverse order, each
+//      under its lock. The forward and backward passes read only this copy, so they see every tensor whole
+//      (never half an elastic update) without holding any lock while they compute.
+//   2. Forward and backward over the minibatch, on the working copy.
+//   3. Update: for each tensor in reverse order, under its lock only, apply the optimizer to the tensor's
+//      CURRENT values in the store. An elastic update that landed since the snapshot is kept, not overwritten:
+//      the step adds its change to whatever the tensor holds (as async EASGD does; the gradient is at most one
+//      step stale).
+//
+// Minibatches: each epoch visits every sample of the shard once, in an order shuffled from (seed, epoch); the
+// last minibatch of an epoch may be smaller. The order depends only on the seed, the epoch and the shard, so
+// progress is restored from the step count alone (restore_progress).
+//
+// Threads: one thread calls step(), evaluate() and restore_progress(); samples(), steps() and epoch() may be read
+// from any thread.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+#include "config/error.hpp"
+#include "learner/dataset.hpp"
+#include "learner/layer.hpp"
+#include "learner/layer_stack.hpp"
+#include "learner/model.hpp"
+#include "learner/optimizer.hpp"
+#include "learner/parameter_store.hpp"
+
+namespace gridtrain::learner {
+
+struct StepResult {
+  double loss = 0;      // mean cross-entropy over the minibatch, before the update
+  double accuracy = 0;  // fraction of the minibatch predicted right, before the update
+  int batch = 0;        // samples in the minibatch
+  double learning_rate = 0;
+};
+
+struct Evaluation {
+  double loss = 0;  // mean cross-entropy
+  double accuracy = 0;
+  std::size_t count = 0;  // samples evaluated
+};
+
+class Learner {
+ public:
+  // Builds the model (learner.model), initialises it from learner.seed, and sets OpenBLAS's thread count to
+  // learner.threads when > 0 (process-wide). `train` is this node's shard. Errors: a model whose shapes do not
+  // fit, a shard that is empty or does not match the model's input or classes, a device other than cpu/auto.
+  static config::Result<std::unique_ptr<Learner>> create(const config::LearnerConfig& config, Dataset train);
+
+  Learner(const Learner&) = delete;
+  Learner& operator=(const Learner&) = delete;
+
+  // One minibatch: snapshot, forward, backward, update (see above).
+  StepResult step();
+
+  // Loss and accuracy of the current parameters (one snapshot) over `data`.
+  // REQUIRES: check(data) is ok.
+  Evaluation evaluate(const Dataset& data);
+
+  // Whether evaluate() can take `data`: its samples fit the model's input, its labels the model's classes.
+  config::Status check(const Dataset& data) const;
+
+  ParameterStore& params() { return store_; }
+  const ParameterStore& params() const { return store_; }
+  const Model& model() const { return model_; }
+  Optimizer& optimizer() { return optimizer_; }
+  const config::LearnerConfig& config() const { return config_; }
+  const Dataset& train_set() const { return train_; }
+
+  std::uint64_t samples() const { return samples_.load(std::memory_order_relaxed); }  // trained on, in all
+  std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }
+  int epoch() const { return epoch_.load(std::memory_order_relaxed); }  // epochs completed
+  bool done() const { return epoch() >= config_.epochs; }               // learner.epochs completed
+  int steps_per_epoch() const { return steps_per_epoch_; }
+  // This epoch's order of the shard's samples (indices into train_set()).
+  const std::vector<std::uint32_t>& epoch_order() const { return order_; }
+
+  // Moves the minibatch order to where it is after `steps` steps from the start (a checkpoint's step count);
+  // parameters and optimizer state are the caller's to restore.
+  void restore_progress(std::uint64_t steps);
+
+ private:
+  Learner(const config::LearnerConfig& config, Model model, Dataset train);
+
+  void start_epoch();
+  void snapshot();  // the store into the stack's working copy, tensor by tensor under locks
+
+  config::LearnerConfig config_;
+  Model model_;
+  Dataset train_;
+  ParameterStore store_;
+  Optimizer optimizer_;
+  std::unique_ptr<Backend> backend_;
+  LayerStack stack_;
+
+  int steps_per_epoch_ = 0;
+  std::vector<std::uint32_t> order_;  // this epoch's sample order
+  std::size_t position_ = 0;          // next sample in order_
+  std::vector<float> inputs_;         // one minibatch, gathered
+  std::vector<std::int32_t> labels_;
+
+  std::atomic<std::uint64_t> samples_{0};
+  std::atomic<std::uint64_t> steps_{0};
+  std::atomic<int> epoch_{0};
+};
+
+}  // namespace gridtrain::learner
