@@ -5,16 +5,37 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
 #include "learner/gemm.hpp"
+#include "learner/layer_cpu_loop.hpp"
 
 namespace gridtrain::learner {
 
 namespace {
 
 using config::LayerType;
+
+// The elementwise loops: not inlined, with __restrict parameters, so they vectorize (learner/layer_cpu_loop.hpp).
+[[gnu::noinline]] void add_rows(std::size_t rows, std::size_t cols, const float* __restrict x, float* __restrict sum) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* __restrict row = x + r * cols;
+    vector_loop(cols, [=](std::size_t j) { sum[j] += row[j]; });
+  }
+}
+
+[[gnu::noinline]] void relu(std::size_t n, const float* __restrict x, float* __restrict y) {
+  vector_loop(n, [=](std::size_t i) { y[i] = std::max(x[i], 0.0f); });
+}
+
+[[gnu::noinline]] void relu_grad(std::size_t n, const float* __restrict y, const float* __restrict dy, float* __restrict dx) {
+  vector_loop(n, [=](std::size_t i) {
+    const float pass = dy[i], zero = 0.0f;
+    dx[i] = y[i] > 0.0f ? pass : zero;
+  });
+}
 
 // y = x·Wᵀ + b, with W (units, inputs).
 class DenseLayer final : public Layer {
@@ -31,10 +52,7 @@ class DenseLayer final : public Layer {
                 LayerGrads g) override {
     gemm(true, false, out_, in_, batch, 1.0f, dy, out_, x, in_, 0.0f, g.weight, in_);  // dW = dyᵀ·x
     std::fill_n(g.bias, out_, 0.0f);
-    for (int n = 0; n < batch; ++n) {
-      const float* row = dy + std::size_t(n) * out_;
-      for (int j = 0; j < out_; ++j) g.bias[j] += row[j];
-    }
+    add_rows(batch, out_, dy, g.bias);
     if (dx) gemm(false, false, batch, in_, out_, 1.0f, dy, out_, p.weight, in_, 0.0f, dx, in_);  // dx = dy·W
   }
 
@@ -46,16 +64,11 @@ class ReluLayer final : public Layer {
  public:
   explicit ReluLayer(const LayerShape& shape) : floats_(shape.input_floats()) {}
 
-  void forward(int batch, const float* x, float* y, LayerParams) override {
-    const std::size_t n = floats_ * batch;
-    for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
-  }
+  void forward(int batch, const float* x, float* y, LayerParams) override { relu(floats_ * batch, x, y); }
 
   void backward(int batch, const float*, const float* y, const float* dy, float* dx, LayerParams,
                 LayerGrads) override {
-    if (!dx) return;
-    const std::size_t n = floats_ * batch;
-    for (std::size_t i = 0; i < n; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    if (dx) relu_grad(floats_ * batch, y, dy, dx);
   }
 
  private:
@@ -155,9 +168,7 @@ class Conv2dLayer final : public Layer {
            g.weight, taps_);  // dW += dy_n·colᵀ
       for (int f = 0; f < filters_; ++f) {
         const float* row = dyn + std::size_t(f) * plane;
-        float sum = 0.0f;
-        for (int i = 0; i < plane; ++i) sum += row[i];
-        g.bias[f] += sum;
+        g.bias[f] += std::accumulate(row, row + plane, 0.0f);
       }
       if (!dx) continue;
       // The columns are spent: reuse their buffer for dcol = Wᵀ·dy_n.

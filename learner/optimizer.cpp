@@ -5,7 +5,27 @@
 #include <cmath>
 #include <numbers>
 
+#include "learner/layer_cpu_loop.hpp"
+
 namespace gridtrain::learner {
+
+namespace {
+
+// Not inlined, with __restrict parameters: so they vectorize (learner/layer_cpu_loop.hpp).
+[[gnu::noinline]] void sgd_step(std::size_t n, float* __restrict w, const float* __restrict g, float eta, float decay) {
+  vector_loop(n, [=](std::size_t i) { w[i] -= eta * (g[i] + decay * w[i]); });
+}
+
+[[gnu::noinline]] void momentum_step(std::size_t n, float* __restrict w, const float* __restrict g, float* __restrict v, float mu,
+                   float eta, float decay) {
+  vector_loop(n, [=](std::size_t i) {
+    const float step = mu * v[i] - eta * (g[i] + decay * w[i]);
+    v[i] = step;
+    w[i] += step;
+  });
+}
+
+}  // namespace
 
 Optimizer::Optimizer(const config::OptimizerConfig& config, int epochs, const Model& model)
     : config_(config), epochs_(std::max(epochs, 1)) {
@@ -32,21 +52,13 @@ double Optimizer::learning_rate(double epoch) const {
 
 void Optimizer::apply(std::size_t t, std::span<float> param, std::span<const float> grad, double learning_rate) {
   assert(param.size() == grad.size() && param.size() == offsets_[t + 1] - offsets_[t]);
-  const std::size_t n = param.size();
-  float* __restrict w = param.data();
-  const float* __restrict g = grad.data();
   const float eta = static_cast<float>(learning_rate);
   const float decay = static_cast<float>(config_.weight_decay);
-  if (velocity_.empty()) {
-    for (std::size_t i = 0; i < n; ++i) w[i] -= eta * (g[i] + decay * w[i]);
-    return;
-  }
-  float* __restrict v = velocity_.data() + offsets_[t];
-  const float mu = static_cast<float>(config_.momentum);
-  for (std::size_t i = 0; i < n; ++i) {
-    v[i] = mu * v[i] - eta * (g[i] + decay * w[i]);
-    w[i] += v[i];
-  }
+  if (velocity_.empty())
+    sgd_step(param.size(), param.data(), grad.data(), eta, decay);
+  else
+    momentum_step(param.size(), param.data(), grad.data(), velocity_.data() + offsets_[t],
+                  static_cast<float>(config_.momentum), eta, decay);
 }
 
 }  // namespace gridtrain::learner
