@@ -95,12 +95,32 @@ struct Window {
   int out_plane() const { return out_height * out_width; }
 };
 
+[[gnu::noinline]] void add_to(std::size_t n, const float* __restrict x, float* __restrict y) {
+  vector_loop(n, [=](std::size_t i) { y[i] += x[i]; });
+}
+
+int floor_div(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The output columns [first, last) where kernel column kw lands inside the input row (0 <= ow·s - p + kw <
+// width), worked out once per tap so that the pixel loops have no bounds tests.
+struct Columns {
+  int first, last;
+};
+
+Columns valid_columns(const Window& w, int kw) {
+  const int first = std::clamp(-floor_div(kw - w.padding, w.stride), 0, w.out_width);  // ceil((p - kw) / s)
+  const int last = std::min(w.out_width, floor_div(w.width - 1 + w.padding - kw, w.stride) + 1);
+  return {first, std::max(first, last)};
+}
+
 // Unfolds one sample (channels, height, width) into columns: row (c, kh, kw), column (oh, ow) holds the input
 // pixel under kernel tap (kh, kw) at output (oh, ow), 0 in the padding.
 void im2col(const Window& w, const float* x, float* col) {
   for (int c = 0; c < w.channels; ++c)
     for (int kh = 0; kh < w.size; ++kh)
       for (int kw = 0; kw < w.size; ++kw) {
+        const auto [first, last] = valid_columns(w, kw);
+        const int shift = kw - w.padding;  // input column = ow·stride + shift
         float* out = col + (std::size_t((c * w.size + kh) * w.size + kw)) * w.out_plane();
         for (int oh = 0; oh < w.out_height; ++oh, out += w.out_width) {
           const int ih = oh * w.stride - w.padding + kh;
@@ -109,10 +129,12 @@ void im2col(const Window& w, const float* x, float* col) {
             continue;
           }
           const float* row = x + (std::size_t(c) * w.height + ih) * w.width;
-          for (int ow = 0; ow < w.out_width; ++ow) {
-            const int iw = ow * w.stride - w.padding + kw;
-            out[ow] = iw >= 0 && iw < w.width ? row[iw] : 0.0f;
-          }
+          std::fill(out, out + first, 0.0f);
+          if (w.stride == 1)
+            std::copy(row + first + shift, row + last + shift, out + first);
+          else
+            for (int ow = first; ow < last; ++ow) out[ow] = row[ow * w.stride + shift];
+          std::fill(out + last, out + w.out_width, 0.0f);
         }
       }
 }
@@ -123,15 +145,17 @@ void col2im(const Window& w, const float* col, float* x) {
   for (int c = 0; c < w.channels; ++c)
     for (int kh = 0; kh < w.size; ++kh)
       for (int kw = 0; kw < w.size; ++kw) {
+        const auto [first, last] = valid_columns(w, kw);
+        const int shift = kw - w.padding;
         const float* in = col + (std::size_t((c * w.size + kh) * w.size + kw)) * w.out_plane();
         for (int oh = 0; oh < w.out_height; ++oh, in += w.out_width) {
           const int ih = oh * w.stride - w.padding + kh;
           if (ih < 0 || ih >= w.height) continue;
           float* row = x + (std::size_t(c) * w.height + ih) * w.width;
-          for (int ow = 0; ow < w.out_width; ++ow) {
-            const int iw = ow * w.stride - w.padding + kw;
-            if (iw >= 0 && iw < w.width) row[iw] += in[ow];
-          }
+          if (w.stride == 1)
+            add_to(static_cast<std::size_t>(last - first), in + first, row + first + shift);
+          else
+            for (int ow = first; ow < last; ++ow) row[ow * w.stride + shift] += in[ow];
         }
       }
 }

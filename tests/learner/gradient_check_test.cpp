@@ -75,6 +75,16 @@ TEST_CASE("conv2d gradients match finite differences, stride 1 and 2, padding 0 
       }
 }
 
+TEST_CASE("conv2d whose padding is wider than the image still matches finite differences") {
+  CpuBackend cpu;
+  for (int stride : {1, 2}) {
+    CAPTURE(stride);
+    const LayerSpec spec{.type = LayerType::conv2d, .filters = 2, .kernel = 5, .stride = stride, .padding = 2};
+    require_close(check_layer(cpu, layer_shape({2, 1, 2}, spec), 2, 13, "normal", eps, abs_tol, rel_tol));
+    require_close(check_layer(cpu, layer_shape({1, 3, 1}, spec), 1, 14, "normal", eps, abs_tol, rel_tol));
+  }
+}
+
 TEST_CASE("conv2d on a (height, width) input treats it as one channel") {
   CpuBackend cpu;
   const LayerSpec spec{.type = LayerType::conv2d, .filters = 2, .kernel = 3, .stride = 1, .padding = 1};
