@@ -3,8 +3,9 @@
 // matrix products (2·m·n·k each), against cblas_sgemm's rate on the very same products timed alone with warm
 // buffers. The ratio says how much of the step is not GEMM: elementwise layers, im2col, copies, the optimizer.
 //
-// Usage: bench_learner_gflops [--quick]
-// OpenBLAS's thread count and OPENBLAS_CORETYPE are left as the environment sets them, for both measurements.
+// Usage: bench_learner_gflops [--quick] [--threads N]
+// OPENBLAS_CORETYPE is left as the environment sets it; so is OpenBLAS's thread count unless --threads is given.
+// Both hold for the step and for the GEMMs alone.
 
 #include <algorithm>
 #include <chrono>
@@ -47,17 +48,12 @@ Dataset synthetic(std::size_t count) {
   return d;
 }
 
-// The best of `reps` timings of `iters` calls of fn, in seconds per call. The best, not the mean: noise on a
-// shared machine only ever adds time.
+// Seconds per call of `iters` calls of fn.
 template <class Fn>
-double best_time(int reps, int iters, Fn&& fn) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) fn();
-    best = std::min(best, seconds_since(start) / iters);
-  }
-  return best;
+double time_per_call(int iters, Fn&& fn) {
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  return seconds_since(start) / iters;
 }
 
 // How many calls of fn fill about `target` seconds.
@@ -108,6 +104,8 @@ struct Figures {
   double step_mflop = 0;
 };
 
+constexpr int reps = 7;
+
 Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds) {
   gridtrain::config::LearnerConfig config = gridtrain::config::defaults().learner;
   config.device = gridtrain::config::Device::cpu;
@@ -131,13 +129,17 @@ Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds)
     shapes = recorder.shapes();
     flops = recorder.flops();
   }
-  const int step_iters = calibrate(seconds / 5, [&] { learner.step(); });
-  const double step_s = best_time(5, step_iters, [&] { learner.step(); });
-
   GemmReplay replay(std::move(shapes));
   replay.run();
-  const int gemm_iters = calibrate(seconds / 5, [&] { replay.run(); });
-  const double gemm_s = best_time(5, gemm_iters, [&] { replay.run(); });
+  const int step_iters = calibrate(seconds / reps, [&] { learner.step(); });
+  const int gemm_iters = calibrate(seconds / reps, [&] { replay.run(); });
+  // Interleaved, and the best of each kept (not the mean): noise on a shared machine only ever adds time, and
+  // taking turns gives both the same quiet moments.
+  double step_s = 1e30, gemm_s = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    step_s = std::min(step_s, time_per_call(step_iters, [&] { learner.step(); }));
+    gemm_s = std::min(gemm_s, time_per_call(gemm_iters, [&] { replay.run(); }));
+  }
   return {batch / step_s, flops / step_s * 1e-9, flops / gemm_s * 1e-9, flops * 1e-6};
 }
 
@@ -150,11 +152,23 @@ void print(const char* name, int batch, const Figures& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      set_blas_threads(std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "error: unknown argument '%s'; usage: bench_learner_gflops [--quick] [--threads N]\n",
+                   argv[i]);
+      return 2;
+    }
+  }
   const double seconds = quick ? 0.3 : 2.0;  // per measurement
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("OpenBLAS threads %d, OPENBLAS_CORETYPE=%s; best of 5 timings each; GFLOP counts the step's GEMMs\n",
-              blas_threads(), coretype ? coretype : "(unset)");
+  std::printf("OpenBLAS threads %d, OPENBLAS_CORETYPE=%s; best of %d interleaved timings; GFLOP counts the step's "
+              "GEMMs (2mnk each)\n",
+              blas_threads(), coretype ? coretype : "(unset)", reps);
 
   const std::vector<LayerSpec> mlp = gridtrain::config::defaults().learner.model.layers;  // 784-256-128-10
   for (int batch : {64, 128, 256}) print("mlp 784-256-128-10", batch, measure(mlp, batch, seconds));
