@@ -28,9 +28,7 @@ using gridtrain::config::LayerType;
 using namespace gridtrain::learner;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // Random images and labels, shaped like Fashion-MNIST: throughput does not depend on the values.
 Dataset synthetic(std::size_t count) {
@@ -144,9 +142,10 @@ Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds)
 }
 
 void print(const char* name, int batch, const Figures& f) {
-  std::printf("%-28s batch %4d  %9.0f samples/s  step %8.1f MFLOP  %6.1f GFLOP/s  sgemm alone %6.1f GFLOP/s  "
-              "ratio %.2f\n",
-              name, batch, f.samples_per_s, f.step_mflop, f.step_gflops, f.gemm_gflops, f.step_gflops / f.gemm_gflops);
+  std::printf(
+      "%-28s batch %4d  %9.0f samples/s  step %8.1f MFLOP  %6.1f GFLOP/s  sgemm alone %6.1f GFLOP/s  "
+      "ratio %.2f\n",
+      name, batch, f.samples_per_s, f.step_mflop, f.step_gflops, f.gemm_gflops, f.step_gflops / f.gemm_gflops);
 }
 
 }  // namespace
@@ -166,9 +165,10 @@ int main(int argc, char** argv) {
   }
   const double seconds = quick ? 0.3 : 2.0;  // per measurement
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-  std::printf("OpenBLAS threads %d, OPENBLAS_CORETYPE=%s; best of %d interleaved timings; GFLOP counts the step's "
-              "GEMMs (2mnk each)\n",
-              blas_threads(), coretype ? coretype : "(unset)", reps);
+  std::printf(
+      "OpenBLAS threads %d, OPENBLAS_CORETYPE=%s; best of %d interleaved timings; GFLOP counts the step's "
+      "GEMMs (2mnk each)\n",
+      blas_threads(), coretype ? coretype : "(unset)", reps);
 
   const std::vector<LayerSpec> mlp = gridtrain::config::defaults().learner.model.layers;  // 784-256-128-10
   for (int batch : {64, 128, 256}) print("mlp 784-256-128-10", batch, measure(mlp, batch, seconds));

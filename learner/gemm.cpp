@@ -14,8 +14,8 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
           int ldb, float beta, float* c, int ldc) {
   assert(m >= 1 && n >= 1 && k >= 1);
   if (recorder) recorder->shapes_.push_back({trans_a, trans_b, m, n, k});
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-              alpha, a, lda, b, ldb, beta, c, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, beta, c, ldc);
 }
 
 GemmRecorder::GemmRecorder() {

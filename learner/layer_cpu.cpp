@@ -4,7 +4,6 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -30,7 +29,8 @@ using config::LayerType;
   vector_loop(n, [=](std::size_t i) { y[i] = std::max(x[i], 0.0f); });
 }
 
-[[gnu::noinline]] void relu_grad(std::size_t n, const float* __restrict y, const float* __restrict dy, float* __restrict dx) {
+[[gnu::noinline]] void relu_grad(std::size_t n, const float* __restrict y, const float* __restrict dy,
+                                 float* __restrict dx) {
   vector_loop(n, [=](std::size_t i) {
     const float pass = dy[i], zero = 0.0f;
     dx[i] = y[i] > 0.0f ? pass : zero;
@@ -40,8 +40,7 @@ using config::LayerType;
 // y = x·Wᵀ + b, with W (units, inputs).
 class DenseLayer final : public Layer {
  public:
-  explicit DenseLayer(const LayerShape& shape)
-      : in_(static_cast<int>(shape.input_floats())), out_(shape.spec.units) {}
+  explicit DenseLayer(const LayerShape& shape) : in_(static_cast<int>(shape.input_floats())), out_(shape.spec.units) {}
 
   void forward(int batch, const float* x, float* y, LayerParams p) override {
     for (int n = 0; n < batch; ++n) std::memcpy(y + std::size_t(n) * out_, p.bias, sizeof(float) * out_);
@@ -66,8 +65,7 @@ class ReluLayer final : public Layer {
 
   void forward(int batch, const float* x, float* y, LayerParams) override { relu(floats_ * batch, x, y); }
 
-  void backward(int batch, const float*, const float* y, const float* dy, float* dx, LayerParams,
-                LayerGrads) override {
+  void backward(int batch, const float*, const float* y, const float* dy, float* dx, LayerParams, LayerGrads) override {
     if (dx) relu_grad(floats_ * batch, y, dy, dx);
   }
 
@@ -188,8 +186,8 @@ class Conv2dLayer final : public Layer {
       const float* dyn = dy + std::size_t(n) * filters_ * plane;
       // Recomputed rather than kept from forward(): a batch of columns would be channels·k·k times the input.
       im2col(w_, x + n * in_floats, col_.data());
-      gemm(false, true, filters_, taps_, plane, 1.0f, dyn, plane, col_.data(), plane, n == 0 ? 0.0f : 1.0f,
-           g.weight, taps_);  // dW += dy_n·colᵀ
+      gemm(false, true, filters_, taps_, plane, 1.0f, dyn, plane, col_.data(), plane, n == 0 ? 0.0f : 1.0f, g.weight,
+           taps_);  // dW += dy_n·colᵀ
       for (int f = 0; f < filters_; ++f) {
         const float* row = dyn + std::size_t(f) * plane;
         g.bias[f] += std::accumulate(row, row + plane, 0.0f);
@@ -236,8 +234,7 @@ class MaxPoolLayer final : public Layer {
     }
   }
 
-  void backward(int batch, const float*, const float*, const float* dy, float* dx, LayerParams,
-                LayerGrads) override {
+  void backward(int batch, const float*, const float*, const float* dy, float* dx, LayerParams, LayerGrads) override {
     if (!dx) return;
     const int planes = batch * w_.channels;
     std::fill_n(dx, std::size_t(planes) * w_.in_plane(), 0.0f);
@@ -305,15 +302,19 @@ class SoftmaxCrossEntropy final : public Loss {
 
 std::unique_ptr<Layer> CpuBackend::make_layer(const LayerShape& layer, int max_batch) {
   switch (layer.spec.type) {
-    case LayerType::dense: return std::make_unique<DenseLayer>(layer);
-    case LayerType::relu: return std::make_unique<ReluLayer>(layer);
-    case LayerType::conv2d: return std::make_unique<Conv2dLayer>(layer);
-    case LayerType::maxpool: return std::make_unique<MaxPoolLayer>(layer, max_batch);
+    case LayerType::dense:
+      return std::make_unique<DenseLayer>(layer);
+    case LayerType::relu:
+      return std::make_unique<ReluLayer>(layer);
+    case LayerType::conv2d:
+      return std::make_unique<Conv2dLayer>(layer);
+    case LayerType::maxpool:
+      return std::make_unique<MaxPoolLayer>(layer, max_batch);
     case LayerType::flatten:
-    case LayerType::softmax_cross_entropy: break;
+    case LayerType::softmax_cross_entropy:
+      break;
   }
-  throw std::invalid_argument("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) +
-                              " layer");
+  throw std::invalid_argument("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
 }
 
 std::unique_ptr<Loss> CpuBackend::make_loss(int classes, int max_batch) {

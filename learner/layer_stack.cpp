@@ -1,5 +1,6 @@
 #include "learner/layer_stack.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 namespace gridtrain::learner {
@@ -55,8 +56,7 @@ LossResult LayerStack::forward(int batch, std::span<const float> inputs, std::sp
   const std::size_t last = shapes.size() - 1;  // the loss
   for (std::size_t i = 0; i < last; ++i) {
     if (!layers_[i]) continue;
-    layers_[i]->forward(batch, acts_.data() + act_offset_[i], acts_.data() + act_offset_[i + 1],
-                        params_of(shapes[i]));
+    layers_[i]->forward(batch, acts_.data() + act_offset_[i], acts_.data() + act_offset_[i + 1], params_of(shapes[i]));
   }
   std::copy(labels.begin(), labels.end(), labels_.begin());
   batch_ = batch;

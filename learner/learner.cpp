@@ -77,8 +77,8 @@ config::Status Learner::check(const Dataset& data) const {
                       shape_text(data.sample_shape) + " (" + std::to_string(data.sample_floats) + " floats)");
   if (data.images.size() != data.count * data.sample_floats || data.labels.size() != data.count)
     return data_error("expected " + std::to_string(data.count) + " samples, found " +
-                      std::to_string(data.images.size()) + " image floats and " +
-                      std::to_string(data.labels.size()) + " labels");
+                      std::to_string(data.images.size()) + " image floats and " + std::to_string(data.labels.size()) +
+                      " labels");
   if (data.classes > model_.classes())
     return data_error("expected at most " + std::to_string(model_.classes()) +
                       " classes, the width of the model's last layer; the data has " + std::to_string(data.classes));
@@ -114,7 +114,8 @@ StepResult Learner::step() {
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
 
   snapshot();
-  const LossResult loss = stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+  const LossResult loss =
+      stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
   stack_.backward();
   // The CPU backend's gradients are host memory: the optimizer reads them where they are.
   const float* grads = stack_.grads();

@@ -47,8 +47,8 @@ config::Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape&
     case LayerType::dense:
       if (spec.units < 1) return layer_error(i, "expected dense units >= 1, found " + std::to_string(spec.units));
       if (!fits(in_floats * spec.units))
-        return layer_error(i, "expected a dense weight of at most " + std::to_string(max_floats) +
-                                  " floats, found " + std::to_string(spec.units) + "x" + std::to_string(in_floats));
+        return layer_error(i, "expected a dense weight of at most " + std::to_string(max_floats) + " floats, found " +
+                                  std::to_string(spec.units) + "x" + std::to_string(in_floats));
       return Shape{spec.units};
     case LayerType::relu:
       return in;
@@ -62,8 +62,8 @@ config::Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape&
     case LayerType::conv2d:
     case LayerType::maxpool: {
       if (in.size() < 2)
-        return layer_error(i, "expected a (channels, height, width) input for " + type + ", found " +
-                                  shape_text(in) + " (a flat vector)");
+        return layer_error(i, "expected a (channels, height, width) input for " + type + ", found " + shape_text(in) +
+                                  " (a flat vector)");
       const bool conv = spec.type == LayerType::conv2d;
       // A hand-made LayerSpec may leave stride 0: the config's default (conv2d 1, maxpool its size).
       if (spec.stride == 0) spec.stride = conv ? 1 : spec.size;
@@ -71,12 +71,13 @@ config::Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape&
       if (conv && spec.filters < 1)
         return layer_error(i, "expected conv2d filters >= 1, found " + std::to_string(spec.filters));
       if (window < 1)
-        return layer_error(i, "expected " + type + (conv ? " kernel" : " size") + " >= 1, found " +
-                                  std::to_string(window));
-      if (spec.stride < 1) return layer_error(i, "expected " + type + " stride >= 1, found " + std::to_string(spec.stride));
+        return layer_error(
+            i, "expected " + type + (conv ? " kernel" : " size") + " >= 1, found " + std::to_string(window));
+      if (spec.stride < 1)
+        return layer_error(i, "expected " + type + " stride >= 1, found " + std::to_string(spec.stride));
       if (spec.padding < 0 || (!conv && spec.padding != 0))
-        return layer_error(i, "expected " + type + " padding " + (conv ? ">= 0" : "0") + ", found " +
-                                  std::to_string(spec.padding));
+        return layer_error(
+            i, "expected " + type + " padding " + (conv ? ">= 0" : "0") + ", found " + std::to_string(spec.padding));
       const int channels = in.size() == 3 ? in[0] : 1;
       const std::int64_t h = in[in.size() - 2], w = in[in.size() - 1];
       const std::int64_t oh = slide(h, window, spec.stride, spec.padding);

@@ -16,8 +16,8 @@ namespace {
   vector_loop(n, [=](std::size_t i) { w[i] -= eta * (g[i] + decay * w[i]); });
 }
 
-[[gnu::noinline]] void momentum_step(std::size_t n, float* __restrict w, const float* __restrict g, float* __restrict v, float mu,
-                   float eta, float decay) {
+[[gnu::noinline]] void momentum_step(std::size_t n, float* __restrict w, const float* __restrict g, float* __restrict v,
+                                     float mu, float eta, float decay) {
   vector_loop(n, [=](std::size_t i) {
     const float step = mu * v[i] - eta * (g[i] + decay * w[i]);
     v[i] = step;

@@ -79,7 +79,9 @@ struct Mirror {
 LayerShape layer_shape(const std::vector<int>& input, const config::LayerSpec& layer) {
   config::ModelConfig mc;
   mc.input = input;
-  mc.layers = {layer, {.type = LayerType::flatten}, {.type = LayerType::dense, .units = 3},
+  mc.layers = {layer,
+               {.type = LayerType::flatten},
+               {.type = LayerType::dense, .units = 3},
                {.type = LayerType::softmax_cross_entropy}};
   auto model = Model::build(mc);
   REQUIRE_MESSAGE(model.ok(), model.error().to_string());
@@ -177,7 +179,8 @@ GradientReport check_stack(Backend& backend, const Model& model, int batch, std:
   // Biases drawn too: zero biases would leave every relu's kink where the inputs' symmetry puts it.
   for (const auto& layer : model.layers())
     if (layer.tensor_count)
-      for (std::size_t i = model.tensor_offset(layer.first_tensor + 1); i < model.tensor_offset(layer.first_tensor + 2); ++i)
+      for (std::size_t i = model.tensor_offset(layer.first_tensor + 1); i < model.tensor_offset(layer.first_tensor + 2);
+           ++i)
         params[i] = static_cast<float>(std::normal_distribution<double>(0.0, 0.1)(rng));
   backend.upload(params, stack.params());
   stack.forward(batch, inputs, labels);

@@ -19,8 +19,8 @@ LayerShape layer_shape(const std::vector<int>& input, const config::LayerSpec& l
 
 // How far an analytic gradient is from its finite difference, worst over all entries checked.
 struct GradientReport {
-  double worst = 0;       // max |analytic - numeric| / (atol + rtol * max(|analytic|, |numeric|)); pass if <= 1
-  std::string where;      // the entry that was worst, e.g. "dx[12]" or "dW[3]"
+  double worst = 0;   // max |analytic - numeric| / (atol + rtol * max(|analytic|, |numeric|)); pass if <= 1
+  std::string where;  // the entry that was worst, e.g. "dx[12]" or "dW[3]"
   std::size_t checked = 0;
 };
 

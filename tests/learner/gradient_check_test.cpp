@@ -1,12 +1,13 @@
 // Every layer type of the CPU backend against finite differences: input gradients and parameter gradients, on
 // small shapes drawn at random.
 
+#include "tests/learner/gradient_check.hpp"
+
 #include <doctest/doctest.h>
 
 #include <random>
 
 #include "learner/layer_cpu.hpp"
-#include "tests/learner/gradient_check.hpp"
 
 namespace {
 
@@ -47,7 +48,8 @@ TEST_CASE("relu gradients match finite differences away from the kink") {
   CpuBackend cpu;
   require_close(check_layer(cpu, layer_shape({2, 3, 4}, {.type = LayerType::relu}), 3, 5, "away_from_zero", eps,
                             abs_tol, rel_tol));
-  require_close(check_layer(cpu, layer_shape({17}, {.type = LayerType::relu}), 2, 6, "away_from_zero", eps, abs_tol, rel_tol));
+  require_close(
+      check_layer(cpu, layer_shape({17}, {.type = LayerType::relu}), 2, 6, "away_from_zero", eps, abs_tol, rel_tol));
 }
 
 TEST_CASE("conv2d gradients match finite differences, stride 1 and 2, padding 0 and 2") {
@@ -68,8 +70,8 @@ TEST_CASE("conv2d gradients match finite differences, stride 1 and 2, padding 0 
         CAPTURE(height);
         CAPTURE(width);
         CAPTURE(batch);
-        const LayerSpec spec{.type = LayerType::conv2d, .filters = filters, .kernel = kernel, .stride = stride,
-                             .padding = padding};
+        const LayerSpec spec{
+            .type = LayerType::conv2d, .filters = filters, .kernel = kernel, .stride = stride, .padding = padding};
         require_close(check_layer(cpu, layer_shape({channels, height, width}, spec), batch, rng(), "normal", eps,
                                   abs_tol, rel_tol));
       }
@@ -137,8 +139,10 @@ TEST_CASE("a whole CNN's parameter gradients match finite differences of the los
 TEST_CASE("a whole MLP's parameter gradients match finite differences of the loss") {
   gridtrain::config::ModelConfig mc;
   mc.input = {12};
-  mc.layers = {{.type = LayerType::dense, .units = 8}, {.type = LayerType::relu},
-               {.type = LayerType::dense, .units = 5}, {.type = LayerType::softmax_cross_entropy}};
+  mc.layers = {{.type = LayerType::dense, .units = 8},
+               {.type = LayerType::relu},
+               {.type = LayerType::dense, .units = 5},
+               {.type = LayerType::softmax_cross_entropy}};
   auto model = Model::build(mc);
   REQUIRE(model.ok());
   CpuBackend cpu;

@@ -73,10 +73,10 @@ TEST_CASE("dense computes x·Wᵀ + b") {
   const float b[] = {0.5f, -0.5f};
   float y[4] = {};
   layer->forward(2, x, y, {w, b});
-  CHECK(y[0] == 7.5f);   // 1 + 6 + 0.5
-  CHECK(y[1] == 0.5f);   // -2 + 3 - 0.5
-  CHECK(y[2] == 1.5f);   // -1 + 2 + 0.5
-  CHECK(y[3] == 0.5f);   // 0 + 1 - 0.5
+  CHECK(y[0] == 7.5f);  // 1 + 6 + 0.5
+  CHECK(y[1] == 0.5f);  // -2 + 3 - 0.5
+  CHECK(y[2] == 1.5f);  // -1 + 2 + 0.5
+  CHECK(y[3] == 0.5f);  // 0 + 1 - 0.5
 }
 
 TEST_CASE("conv2d with padding and stride sums the taps under the kernel") {
@@ -91,7 +91,7 @@ TEST_CASE("conv2d with padding and stride sums the taps under the kernel") {
   const float b[] = {10};
   float y[4] = {};
   layer->forward(1, x, y, {w, b});
-  CHECK(y[0] == 11);       // only x(0,0) under the kernel
+  CHECK(y[0] == 11);  // only x(0,0) under the kernel
   CHECK(y[1] == 10 + 2 + 3);
   CHECK(y[2] == 10 + 4 + 7);
   CHECK(y[3] == 10 + 5 + 6 + 8 + 9);
@@ -184,8 +184,8 @@ TEST_CASE("flatten passes values and gradients through unchanged") {
   // The same model with and without a flatten before dense: dense flattens by itself, so the two must agree.
   ModelConfig with, without;
   with.input = without.input = {2, 3, 3};
-  with.layers = {{.type = LayerType::flatten}, {.type = LayerType::dense, .units = 4},
-                 {.type = LayerType::softmax_cross_entropy}};
+  with.layers = {
+      {.type = LayerType::flatten}, {.type = LayerType::dense, .units = 4}, {.type = LayerType::softmax_cross_entropy}};
   without.layers = {{.type = LayerType::dense, .units = 4}, {.type = LayerType::softmax_cross_entropy}};
   const Model a = Model::build(with).value(), b = Model::build(without).value();
   REQUIRE(a.parameter_count() == b.parameter_count());
@@ -207,8 +207,8 @@ TEST_CASE("flatten passes values and gradients through unchanged") {
 TEST_CASE("a layer stack skips the input gradient nobody needs, and still fills every parameter gradient") {
   ModelConfig mc;
   mc.input = {5};
-  mc.layers = {{.type = LayerType::relu}, {.type = LayerType::dense, .units = 3},
-               {.type = LayerType::softmax_cross_entropy}};
+  mc.layers = {
+      {.type = LayerType::relu}, {.type = LayerType::dense, .units = 3}, {.type = LayerType::softmax_cross_entropy}};
   const Model m = Model::build(mc).value();
   CpuBackend cpu;
   LayerStack stack(m, cpu, 1);
@@ -223,8 +223,8 @@ TEST_CASE("a layer stack skips the input gradient nobody needs, and still fills 
     CHECK(rec.shapes().size() == 2);  // forward and dW: no dx for the first dense layer
   }
   const float* g = stack.grads();
-  CHECK(g[0] == doctest::Approx(1.0 / 3));  // (p0 - 0)·relu(x)[0], p uniform
-  CHECK(g[1] == 0.0f);                      // relu(-2) = 0
-  CHECK(g[15] == doctest::Approx(1.0 / 3)); // bias of class 0
+  CHECK(g[0] == doctest::Approx(1.0 / 3));   // (p0 - 0)·relu(x)[0], p uniform
+  CHECK(g[1] == 0.0f);                       // relu(-2) = 0
+  CHECK(g[15] == doctest::Approx(1.0 / 3));  // bias of class 0
   CHECK(g[16] == doctest::Approx(1.0 / 3 - 1));
 }

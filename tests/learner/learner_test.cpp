@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <random>
-#include <chrono>
 #include <thread>
 
 #include "learner/gemm.hpp"
@@ -48,8 +48,10 @@ LearnerConfig mlp_config(int batch = 16, int dims = 8, int classes = 3) {
   c.epochs = 10;
   c.threads = 0;
   c.model.input = {dims};
-  c.model.layers = {{.type = LayerType::dense, .units = 32}, {.type = LayerType::relu},
-                    {.type = LayerType::dense, .units = classes}, {.type = LayerType::softmax_cross_entropy}};
+  c.model.layers = {{.type = LayerType::dense, .units = 32},
+                    {.type = LayerType::relu},
+                    {.type = LayerType::dense, .units = classes},
+                    {.type = LayerType::softmax_cross_entropy}};
   c.optimizer.kind = gridtrain::config::OptimizerKind::momentum;
   c.optimizer.learning_rate = 0.05;
   c.optimizer.momentum = 0.9;
@@ -187,9 +189,7 @@ TEST_CASE("a shard that does not fit the model is refused with an error") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message.find("sample 4") != std::string::npos);
   }
-  SUBCASE("an empty shard") {
-    CHECK_FALSE(Learner::create(mlp_config(4), blobs(0)).ok());
-  }
+  SUBCASE("an empty shard") { CHECK_FALSE(Learner::create(mlp_config(4), blobs(0)).ok()); }
   SUBCASE("a model whose shapes do not fit") {
     auto c = mlp_config(4);
     c.model.layers[0].units = 0;

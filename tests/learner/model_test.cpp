@@ -114,8 +114,10 @@ TEST_CASE("strided windows round their output extent down") {
 TEST_CASE("a hand-made layer with stride 0 takes the config's default stride") {
   ModelConfig mc;
   mc.input = {1, 8, 8};
-  mc.layers = {{.type = LayerType::conv2d, .filters = 1, .kernel = 3}, {.type = LayerType::maxpool, .size = 2},
-               {.type = LayerType::flatten}, {.type = LayerType::softmax_cross_entropy}};
+  mc.layers = {{.type = LayerType::conv2d, .filters = 1, .kernel = 3},
+               {.type = LayerType::maxpool, .size = 2},
+               {.type = LayerType::flatten},
+               {.type = LayerType::softmax_cross_entropy}};
   const Model m = must_build(mc);
   CHECK(m.layers()[0].spec.stride == 1);
   CHECK(m.layers()[1].spec.stride == 2);
@@ -140,8 +142,10 @@ TEST_CASE("a kernel larger than its padded input is an error naming the layer") 
 TEST_CASE("a pool that shrinks the image to nothing is an error naming the layer") {
   ModelConfig mc;
   mc.input = {1, 12, 12};
-  mc.layers = {{.type = LayerType::maxpool, .stride = 2, .size = 2}, {.type = LayerType::maxpool, .stride = 2, .size = 2},
-               {.type = LayerType::maxpool, .stride = 2, .size = 4}, {.type = LayerType::flatten},
+  mc.layers = {{.type = LayerType::maxpool, .stride = 2, .size = 2},
+               {.type = LayerType::maxpool, .stride = 2, .size = 2},
+               {.type = LayerType::maxpool, .stride = 2, .size = 4},
+               {.type = LayerType::flatten},
                {.type = LayerType::softmax_cross_entropy}};
   const auto e = must_fail(mc);
   CHECK(e.key == "learner.model.layers[2]");
@@ -216,10 +220,10 @@ TEST_CASE("weights feeding a relu get He's std, others Xavier's; biases start at
     double std;
   };
   const Expect expects[] = {
-      {0, std::sqrt(2.0 / 25)},                 // conv 1x5x5, through maxpool to relu: He
-      {2, std::sqrt(2.0 / 800)},                // conv 32x5x5: He
-      {4, std::sqrt(2.0 / 3136)},               // dense 3136 -> 1024: He
-      {6, std::sqrt(2.0 / (1024 + 10))},        // dense 1024 -> 10, into the loss: Xavier
+      {0, std::sqrt(2.0 / 25)},           // conv 1x5x5, through maxpool to relu: He
+      {2, std::sqrt(2.0 / 800)},          // conv 32x5x5: He
+      {4, std::sqrt(2.0 / 3136)},         // dense 3136 -> 1024: He
+      {6, std::sqrt(2.0 / (1024 + 10))},  // dense 1024 -> 10, into the loss: Xavier
   };
   for (const Expect& e : expects) {
     CAPTURE(e.tensor);
