@@ -77,10 +77,10 @@ TEST_CASE("defaults are the schema's documented values") {
                                    {.type = LayerType::softmax_cross_entropy}};
   CHECK(c.learner.model.layers == mlp);
   CHECK(c.learner.optimizer.kind == OptimizerKind::momentum);
-  CHECK(c.learner.optimizer.learning_rate == 0.05);
+  CHECK(c.learner.optimizer.learning_rate == 0.02);
   CHECK(c.learner.optimizer.momentum == 0.9);
-  CHECK(c.learner.optimizer.weight_decay == 0.0);
-  CHECK(c.learner.optimizer.schedule == Schedule::constant);
+  CHECK(c.learner.optimizer.weight_decay == 0.0001);
+  CHECK(c.learner.optimizer.schedule == Schedule::cosine);
   CHECK(c.learner.optimizer.step_every_epochs == 5);
   CHECK(c.learner.optimizer.step_gamma == 0.1);
   CHECK(c.data.train_images == "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
