@@ -6,10 +6,10 @@
 #include <mutex>
 #include <numeric>
 #include <span>
+#include <stdexcept>
 
 #include "learner/gemm.hpp"
 #include "learner/init.hpp"
-#include "learner/layer_cpu.hpp"
 
 namespace gridtrain::learner {
 
@@ -40,34 +40,65 @@ config::Error data_error(std::string message) {
 }  // namespace
 
 config::Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& config, Dataset train) {
-  if (config.device == config::Device::cuda)
-    return config::Error{.key = "learner.device",
-                         .message = "expected cpu or auto, found cuda: this build has no CUDA backend"};
   if (config.batch < 1)
     return config::Error{.key = "learner.batch", .message = "expected >= 1, found " + std::to_string(config.batch)};
   auto model = Model::build(config.model);
   if (!model.ok()) return model.error();
   if (train.count == 0) return data_error("expected a training shard with at least one sample, found none");
+  auto backend = make_backend(config.device);
+  if (!backend.ok()) return backend.error();
   set_blas_threads(config.threads);
-  std::unique_ptr<Learner> learner(new Learner(config, std::move(model).value(), std::move(train)));
+  std::unique_ptr<Learner> learner;
+  const bool on_gpu = backend.value().cuda != nullptr;
+  try {
+    learner.reset(new Learner(config, std::move(model).value(), std::move(train), std::move(backend).value()));
+  } catch (const std::runtime_error& e) {
+    if (!on_gpu) throw;
+    // Out of device memory, say: the GPU was there but cannot take this model.
+    return config::Error{.key = "learner.device", .message = std::string("the CUDA backend failed: ") + e.what()};
+  }
   if (auto ok = learner->check(learner->train_); !ok.ok()) return ok.error();
   return learner;
 }
 
-Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train)
+Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend)
     : config_(config),
       model_(std::move(model)),
       train_(std::move(train)),
       store_(model_.tensors()),
       optimizer_(config.optimizer, config.epochs, model_),
-      backend_(std::make_unique<CpuBackend>()),
+      backend_(std::move(backend.backend)),
+      cuda_(backend.cuda),
+      backend_note_(std::move(backend.note)),
       stack_(model_, *backend_, config.batch),
       order_(train_.count),
       inputs_(model_.input_floats() * static_cast<std::size_t>(config.batch)),
       labels_(static_cast<std::size_t>(config.batch)) {
   steps_per_epoch_ = static_cast<int>((train_.count + config.batch - 1) / config.batch);
   store_.assign(initial_parameters(model_, config.seed));
+  if (cuda_) cuda_->attach(store_, model_, config.optimizer, stack_.params(), stack_.grads(), optimizer_.state());
   start_epoch();
+}
+
+Optimizer& Learner::optimizer() {
+  hand_to_host();
+  return optimizer_;
+}
+
+void Learner::synchronize() {
+  if (cuda_ && !reload_) cuda_->flush();
+}
+
+void Learner::hand_to_host() {
+  if (!cuda_ || reload_) return;
+  cuda_->flush();
+  cuda_->download_state(optimizer_.state());
+  reload_ = true;
+}
+
+void Learner::reload() {
+  cuda_->load(optimizer_.state());
+  reload_ = false;
 }
 
 config::Status Learner::check(const Dataset& data) const {
@@ -113,17 +144,24 @@ StepResult Learner::step() {
   }
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
 
-  snapshot();
+  if (!cuda_)
+    snapshot();
+  else if (reload_)
+    reload();
   const LossResult loss =
       stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
   stack_.backward();
-  // The CPU backend's gradients are host memory: the optimizer reads them where they are.
-  const float* grads = stack_.grads();
-  for (std::size_t t = store_.tensor_count(); t-- > 0;) {
-    const std::size_t offset = model_.tensor_offset(t);
-    std::span<const float> grad(grads + offset, model_.tensor_offset(t + 1) - offset);
-    std::lock_guard<std::mutex> hold(store_.mutex(t));
-    optimizer_.apply(t, store_.data(t), grad, learning_rate);
+  if (cuda_) {
+    cuda_->update(learning_rate);  // on the device; the store follows through the mirror
+  } else {
+    // The CPU backend's gradients are host memory: the optimizer reads them where they are.
+    const float* grads = stack_.grads();
+    for (std::size_t t = store_.tensor_count(); t-- > 0;) {
+      const std::size_t offset = model_.tensor_offset(t);
+      std::span<const float> grad(grads + offset, model_.tensor_offset(t + 1) - offset);
+      std::lock_guard<std::mutex> hold(store_.mutex(t));
+      optimizer_.apply(t, store_.data(t), grad, learning_rate);
+    }
   }
 
   position_ += batch;
@@ -141,7 +179,11 @@ Evaluation Learner::evaluate(const Dataset& data) {
   Evaluation e;
   e.count = data.count;
   if (data.count == 0) return e;
-  snapshot();
+  // On CUDA the device holds the model being trained, newer than the store.
+  if (!cuda_)
+    snapshot();
+  else if (reload_)
+    reload();
   double loss = 0;
   std::size_t correct = 0;
   const std::size_t floats = data.sample_floats;
@@ -167,6 +209,7 @@ void Learner::restore_progress(std::uint64_t steps) {
   const std::size_t position = position_;
   start_epoch();
   position_ = position;
+  hand_to_host();
 }
 
 }  // namespace gridtrain::learner

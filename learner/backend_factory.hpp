@@ -1,0 +1,35 @@
+#pragma once
+// Choosing the learner's backend from learner.device:
+//   cpu   the CPU backend;
+//   cuda  the CUDA backend, or an error naming learner.device when there is none to be had (no CUDA module in
+//         this build, no driver, no device), saying why;
+//   auto  the CUDA backend when it can be had, else the CPU backend (and why not CUDA, for the log).
+//
+// The CUDA backend is loaded at run time from libgridtrain_cuda.so, looked for in this order: the file named by
+// the environment variable GRIDTRAIN_CUDA_MODULE; beside the running executable; in the build tree that made
+// this library; then the dynamic linker's search path. The module is loaded once per process and never
+// unloaded (its buffers may outlive any one backend).
+
+#include <memory>
+#include <string>
+
+#include "config/config.hpp"
+#include "config/error.hpp"
+#include "learner/layer.hpp"
+
+namespace gridtrain::learner {
+
+class CudaBackend;
+
+struct BackendChoice {
+  std::unique_ptr<Backend> backend;
+  CudaBackend* cuda = nullptr;  // backend itself when it is the CUDA backend, else null
+  std::string note;             // for auto on the CPU: why not CUDA ("no CUDA device: ..."); else empty
+};
+
+config::Result<BackendChoice> make_backend(config::Device device);
+
+// The CUDA backend, or null and why not (`why` as in BackendChoice::note). Thread-safe.
+std::unique_ptr<CudaBackend> make_cuda_backend(std::string& why);
+
+}  // namespace gridtrain::learner

@@ -1,0 +1,273 @@
+// The CUDA backend module: CudaBackend (learner/cuda_backend.hpp) on one device, and the module's entry point.
+
+#include "learner/cuda_backend.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "learner/cuda_context.hpp"
+#include "learner/cuda_kernels.hpp"
+#include "learner/cuda_layers.hpp"
+
+namespace gridtrain::learner::cuda {
+
+namespace {
+
+// What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda_backend.hpp).
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  explicit CudaBackendImpl(int device) : ctx_(device) {}
+  ~CudaBackendImpl() override;
+
+  std::string_view name() const override { return "cuda"; }
+  std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) override {
+    return cuda::make_layer(ctx_, layer, max_batch);
+  }
+  std::unique_ptr<Loss> make_loss(int classes, int max_batch) override {
+    return cuda::make_loss(ctx_, classes, max_batch);
+  }
+  Buffer allocate(std::size_t floats) override {
+    return Buffer(device_array<float>(floats, ctx_.compute()).release(), floats, [](float* p) { cudaFree(p); });
+  }
+  void upload(std::span<const float> host, float* backend) override {
+    ctx_.upload(host.data(), backend, host.size_bytes());
+  }
+  void download(const float* backend, std::span<float> host) override {
+    ctx_.download(backend, host.data(), host.size_bytes());
+  }
+
+  void attach(ParameterStore& store, const Model& model, const config::OptimizerConfig& optimizer, float* params,
+              const float* grads, std::span<const float> optimizer_state) override;
+  void load(std::span<const float> optimizer_state) override;
+  void update(double learning_rate) override;
+  void flush() override;
+  void download_state(std::span<float> optimizer_state) override;
+  std::size_t mirror_bytes() const override { return mirror_bytes_.load(std::memory_order_relaxed); }
+  std::size_t mirror_cycles() const override { return mirror_cycles_.load(std::memory_order_relaxed); }
+
+ private:
+  enum class Mirror { idle, requested, running };
+
+  void publish();             // REQUIRES: mutex_ held, mirror_ idle
+  void wait_idle(std::unique_lock<std::mutex>& lock);  // and rethrows the mirror's error
+  void mirror_loop();
+  void cycle();
+
+  CudaContext ctx_;
+
+  // Set by attach().
+  ParameterStore* store_ = nullptr;
+  std::vector<std::size_t> offsets_;  // tensor t is [offsets_[t], offsets_[t + 1]) of the arena
+  std::size_t floats_ = 0;
+  config::OptimizerConfig optimizer_;
+  float* params_ = nullptr;
+  const float* grads_ = nullptr;
+  DeviceArray<float> velocity_;   // momentum only
+  DeviceArray<float> published_;  // the model as of the last publish, then as the store was left by the cycle
+  DeviceArray<float> base_;       // the store as the last cycle left it
+  DeviceArray<float> delta_;      // the elastic change the last cycle found, not yet added to params_
+  void* pinned_ = nullptr;        // the store's arena, while registered with CUDA
+
+  // The mirror's thread and stream. The learner's thread publishes only while the mirror is idle, and the
+  // mirror's cycle touches published_, base_ and delta_ only between a publish and going idle again.
+  std::thread thread_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t published_event_ = nullptr;  // compute stream: published_ is written
+  cudaEvent_t merged_event_ = nullptr;     // mirror stream: delta_ is written
+  cudaEvent_t tensor_done_ = nullptr;      // mirror stream: one tensor's round trip is over (blocking wait)
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  Mirror mirror_ = Mirror::idle;
+  bool delta_ready_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::atomic<std::size_t> mirror_bytes_{0};
+  std::atomic<std::size_t> mirror_cycles_{0};
+};
+
+CudaBackendImpl::~CudaBackendImpl() {
+  if (thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> hold(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();  // a cycle in progress finishes first: it holds a store lock at a time
+  }
+  cudaStreamSynchronize(ctx_.compute());
+  if (pinned_) cudaHostUnregister(pinned_);
+  if (tensor_done_) cudaEventDestroy(tensor_done_);
+  if (merged_event_) cudaEventDestroy(merged_event_);
+  if (published_event_) cudaEventDestroy(published_event_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaBackendImpl::attach(ParameterStore& store, const Model& model, const config::OptimizerConfig& optimizer,
+                             float* params, const float* grads, std::span<const float> optimizer_state) {
+  store_ = &store;
+  for (std::size_t t = 0; t <= model.tensors().size(); ++t) offsets_.push_back(model.tensor_offset(t));
+  floats_ = offsets_.back();
+  optimizer_ = optimizer;
+  params_ = params;
+  grads_ = grads;
+  if (optimizer_.kind == config::OptimizerKind::momentum) velocity_ = device_array<float>(floats_, ctx_.compute());
+  published_ = device_array<float>(floats_, ctx_.compute());
+  base_ = device_array<float>(floats_, ctx_.compute());
+  delta_ = device_array<float>(floats_, ctx_.compute());
+  // Pinned in place, the store's pages go to and from the device by DMA, with no staging copy on the host. If
+  // the system refuses (a locked-memory limit), the copies still work, staged by the driver, only slower.
+  if (floats_ > 0) {
+    void* arena = store.data(0).data();  // tensor 0 starts the arena
+    if (cudaHostRegister(arena, floats_ * sizeof(float), cudaHostRegisterDefault) == cudaSuccess)
+      pinned_ = arena;
+    else
+      cudaGetLastError();  // clear it: not an error of any later call
+  }
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&published_event_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&merged_event_, cudaEventDisableTiming));
+  // The mirror waits for each tensor asleep, not spinning: its thread shares the host with the learner's.
+  CUDA_CHECK(cudaEventCreateWithFlags(&tensor_done_, cudaEventDisableTiming | cudaEventBlockingSync));
+  load(optimizer_state);
+  thread_ = std::thread([this] { mirror_loop(); });
+}
+
+void CudaBackendImpl::wait_idle(std::unique_lock<std::mutex>& lock) {
+  changed_.wait(lock, [&] { return mirror_ == Mirror::idle; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void CudaBackendImpl::load(std::span<const float> optimizer_state) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
+  delta_ready_ = false;  // the store already holds it
+  for (std::size_t t = store_->tensor_count(); t-- > 0;) {
+    const std::span<float> host = store_->data(t);
+    std::lock_guard<std::mutex> hold(store_->mutex(t));
+    CUDA_CHECK(cudaMemcpyAsync(params_ + offsets_[t], host.data(), host.size_bytes(), cudaMemcpyHostToDevice,
+                               ctx_.compute()));
+    ctx_.synchronize();  // the copy reads the store: done before the lock goes
+  }
+  const std::size_t bytes = floats_ * sizeof(float);
+  CUDA_CHECK(cudaMemcpyAsync(base_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
+  CUDA_CHECK(cudaMemcpyAsync(published_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
+  if (velocity_ && !optimizer_state.empty())
+    CUDA_CHECK(cudaMemcpyAsync(velocity_.get(), optimizer_state.data(), bytes, cudaMemcpyHostToDevice,
+                               ctx_.compute()));
+  ctx_.synchronize();
+}
+
+void CudaBackendImpl::publish() {
+  if (delta_ready_) CUDA_CHECK(cudaStreamWaitEvent(ctx_.compute(), merged_event_, 0));
+  CUDA_CHECK(mirror_publish(floats_, params_, delta_ready_ ? delta_.get() : nullptr, published_.get(),
+                            ctx_.compute()));
+  CUDA_CHECK(cudaEventRecord(published_event_, ctx_.compute()));
+  delta_ready_ = false;
+  mirror_ = Mirror::requested;
+  changed_.notify_all();
+}
+
+void CudaBackendImpl::update(double learning_rate) {
+  CUDA_CHECK(optimizer_step(floats_, params_, grads_, velocity_ ? velocity_.get() : nullptr,
+                            static_cast<float>(optimizer_.momentum), static_cast<float>(learning_rate),
+                            static_cast<float>(optimizer_.weight_decay), ctx_.compute()));
+  std::lock_guard<std::mutex> hold(mutex_);
+  if (error_) std::rethrow_exception(error_);
+  if (mirror_ == Mirror::idle) publish();
+}
+
+void CudaBackendImpl::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_idle(lock);
+  publish();
+  wait_idle(lock);
+  // The store now holds the model as published, plus the elastic change the cycle found; give the device that
+  // change too, so the two are equal.
+  publish();
+  wait_idle(lock);
+  ctx_.synchronize();
+}
+
+void CudaBackendImpl::download_state(std::span<float> optimizer_state) {
+  if (velocity_) ctx_.download(velocity_.get(), optimizer_state.data(), optimizer_state.size_bytes());
+}
+
+void CudaBackendImpl::mirror_loop() {
+  // The runtime's current device is per thread.
+  cudaError_t status = cudaSetDevice(ctx_.device());
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [&] { return stop_ || mirror_ == Mirror::requested; });
+    if (stop_) return;
+    mirror_ = Mirror::running;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      CUDA_CHECK(status);
+      cycle();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error && !error_) error_ = error;
+    delta_ready_ = !error;
+    mirror_ = Mirror::idle;
+    changed_.notify_all();
+  }
+}
+
+void CudaBackendImpl::cycle() {
+  CUDA_CHECK(cudaStreamWaitEvent(stream_, published_event_, 0));
+  for (std::size_t t = store_->tensor_count(); t-- > 0;) {
+    const std::size_t offset = offsets_[t], n = offsets_[t + 1] - offsets_[t];
+    float* const host = store_->data(t).data();
+    std::lock_guard<std::mutex> hold(store_->mutex(t));
+    CUDA_CHECK(cudaMemcpyAsync(delta_.get() + offset, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(mirror_merge(n, delta_.get() + offset, base_.get() + offset, published_.get() + offset, stream_));
+    CUDA_CHECK(cudaMemcpyAsync(host, published_.get() + offset, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaEventRecord(tensor_done_, stream_));
+    CUDA_CHECK(cudaEventSynchronize(tensor_done_));  // the copy writes the store: done before the lock goes
+    mirror_bytes_.fetch_add(2 * n * sizeof(float), std::memory_order_relaxed);
+  }
+  CUDA_CHECK(cudaEventRecord(merged_event_, stream_));
+  mirror_cycles_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void write(char* out, std::size_t size, const std::string& text) {
+  if (size > 0) std::snprintf(out, size, "%s", text.c_str());
+}
+
+}  // namespace
+
+}  // namespace gridtrain::learner::cuda
+
+extern "C" __attribute__((visibility("default"))) gridtrain::learner::CudaBackend* gridtrain_cuda_create(
+    int abi, char* error, std::size_t error_size) {
+  using gridtrain::learner::cuda::write;
+  if (abi != gridtrain::learner::cuda_backend_abi) {
+    write(error, error_size,
+          "the CUDA backend module was built from other headers (interface " +
+              std::to_string(gridtrain::learner::cuda_backend_abi) + ", asked for " + std::to_string(abi) + ")");
+    return nullptr;
+  }
+  int count = 0;
+  if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
+    write(error, error_size, std::string("no CUDA device: ") + cudaGetErrorString(status));
+    return nullptr;
+  }
+  if (count == 0) {
+    write(error, error_size, "no CUDA device: the driver reports none");
+    return nullptr;
+  }
+  try {
+    return new gridtrain::learner::cuda::CudaBackendImpl(0);
+  } catch (const std::exception& e) {
+    write(error, error_size, std::string("the CUDA backend could not start: ") + e.what());
+    return nullptr;
+  }
+}

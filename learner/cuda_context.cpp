@@ -1,0 +1,81 @@
+#include "learner/cuda_context.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gridtrain::learner::cuda {
+
+CudaContext::CudaContext(int device) : device_(device) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  // Non-blocking: the legacy default stream, which other code in the process may use, never serialises ours.
+  CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  CUDA_CHECK(cublasCreate(&cublas_));
+  CUDA_CHECK(cublasSetStream(cublas_, compute_));
+  // FP32 products in FP32 (no TF32 tensor cores): the CPU backend is the reference, to 1e-4.
+  CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  CUDA_CHECK(cudnnCreate(&cudnn_));
+  CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
+  for (Slot& slot : slots_) {
+    void* pinned = nullptr;
+    CUDA_CHECK(cudaMallocHost(&pinned, slot_bytes));
+    slot.pinned = {static_cast<unsigned char*>(pinned), [](unsigned char* p) { cudaFreeHost(p); }};
+    slot.staged = device_array<unsigned char>(slot_bytes, compute_);
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot.free, cudaEventDisableTiming));
+  }
+  CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+CudaContext::~CudaContext() {
+  // Nothing may throw here; a failure while tearing down leaves nothing to save.
+  if (compute_) cudaStreamSynchronize(compute_);
+  if (copy_) cudaStreamSynchronize(copy_);
+  for (Slot& slot : slots_) {
+    if (slot.copied) cudaEventDestroy(slot.copied);
+    if (slot.free) cudaEventDestroy(slot.free);
+  }
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (copy_) cudaStreamDestroy(copy_);
+  if (compute_) cudaStreamDestroy(compute_);
+}
+
+void* CudaContext::workspace(std::size_t bytes) {
+  if (bytes > workspace_bytes_) {
+    CUDA_CHECK(cudaStreamSynchronize(compute_));  // the old workspace may still be in use
+    workspace_.reset();
+    workspace_ = device_array<unsigned char>(bytes, compute_);
+    workspace_bytes_ = bytes;
+  }
+  return workspace_.get();
+}
+
+void CudaContext::upload(const void* host, void* device, std::size_t bytes) {
+  const auto* from = static_cast<const unsigned char*>(host);
+  auto* to = static_cast<unsigned char*>(device);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t n = std::min(slot_bytes, bytes - done);
+    Slot& slot = slots_[next_slot_];
+    next_slot_ ^= 1;
+    // Double buffering: while this slot fills, the other one's bytes may still be crossing.
+    CUDA_CHECK(cudaEventSynchronize(slot.free));
+    std::memcpy(slot.pinned.get(), from + done, n);
+    CUDA_CHECK(cudaMemcpyAsync(slot.staged.get(), slot.pinned.get(), n, cudaMemcpyHostToDevice, copy_));
+    CUDA_CHECK(cudaEventRecord(slot.copied, copy_));
+    CUDA_CHECK(cudaStreamWaitEvent(compute_, slot.copied, 0));
+    CUDA_CHECK(cudaMemcpyAsync(to + done, slot.staged.get(), n, cudaMemcpyDeviceToDevice, compute_));
+    CUDA_CHECK(cudaEventRecord(slot.free, compute_));
+    done += n;
+  }
+}
+
+void CudaContext::download(const void* device, void* host, std::size_t bytes) {
+  if (bytes == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, compute_));
+  CUDA_CHECK(cudaStreamSynchronize(compute_));
+}
+
+void CudaContext::synchronize() { CUDA_CHECK(cudaStreamSynchronize(compute_)); }
+
+}  // namespace gridtrain::learner::cuda
