@@ -1,0 +1,369 @@
+// The CUDA backend: choosing it (these run everywhere), and, where a GPU is found, every layer and the loss
+// against the CPU backend, finite differences through it, and whole learners trained on both. Without a GPU the
+// GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
+// for CUDA runtime version".
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "learner/backend_factory.hpp"
+#include "learner/cuda_backend.hpp"
+#include "learner/layer_cpu.hpp"
+#include "learner/learner.hpp"
+#include "tests/learner/gradient_check.hpp"
+
+namespace {
+
+using gridtrain::config::Device;
+using gridtrain::config::LayerSpec;
+using gridtrain::config::LayerType;
+using gridtrain::config::LearnerConfig;
+using gridtrain::learner::Backend;
+using gridtrain::learner::Buffer;
+using gridtrain::learner::CpuBackend;
+using gridtrain::learner::CudaBackend;
+using gridtrain::learner::Dataset;
+using gridtrain::learner::LayerGrads;
+using gridtrain::learner::LayerParams;
+using gridtrain::learner::LayerShape;
+using gridtrain::learner::Learner;
+using gridtrain::learner::Model;
+using namespace gridtrain::learner::testing;
+
+// The CUDA backend, or null after saying why the case is skipped.
+std::unique_ptr<CudaBackend> cuda_or_skip() {
+  std::string why;
+  auto cuda = gridtrain::learner::make_cuda_backend(why);
+  if (!cuda) MESSAGE("skipped: " << why);
+  return cuda;
+}
+
+bool have_gpu() {
+  std::string why;
+  return gridtrain::learner::make_cuda_backend(why) != nullptr;
+}
+
+std::vector<float> normal(std::mt19937_64& rng, std::size_t n, double std = 1.0) {
+  std::normal_distribution<double> d(0.0, std);
+  std::vector<float> out(n);
+  for (float& v : out) v = static_cast<float>(d(rng));
+  return out;
+}
+
+// max |a - b| over max |b|: the error relative to the tensor's scale (an entry near 0 is a sum that cancelled,
+// whose own relative error says nothing).
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::abs(double(a[i]) - b[i]));
+    scale = std::max(scale, std::abs(double(b[i])));
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+// One layer's forward and backward on one backend, from host data to host data.
+struct LayerRun {
+  std::vector<float> y, dx, dw, db;
+};
+
+LayerRun run_layer(Backend& backend, const LayerShape& shape, int batch, const std::vector<float>& x,
+                   const std::vector<float>& w, const std::vector<float>& b, const std::vector<float>& dy) {
+  auto put = [&](const std::vector<float>& host) {
+    Buffer buffer = backend.allocate(std::max<std::size_t>(host.size(), 1));
+    backend.upload(host, buffer.data());
+    return buffer;
+  };
+  auto get = [&](const Buffer& buffer, std::size_t n) {
+    std::vector<float> host(n);
+    backend.download(buffer.data(), host);
+    return host;
+  };
+  Buffer bx = put(x), bw = put(w), bb = put(b), bdy = put(dy);
+  Buffer by = backend.allocate(dy.size()), bdx = backend.allocate(x.size());
+  Buffer bdw = backend.allocate(std::max<std::size_t>(w.size(), 1)), bdb = backend.allocate(std::max<std::size_t>(b.size(), 1));
+  auto layer = backend.make_layer(shape, batch);
+  const bool params = shape.tensor_count > 0;
+  const LayerParams p = params ? LayerParams{bw.data(), bb.data()} : LayerParams{};
+  layer->forward(batch, bx.data(), by.data(), p);
+  layer->backward(batch, bx.data(), by.data(), bdy.data(), bdx.data(), p,
+                  params ? LayerGrads{bdw.data(), bdb.data()} : LayerGrads{});
+  return {get(by, dy.size()), get(bdx, x.size()), get(bdw, w.size()), get(bdb, b.size())};
+}
+
+void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& spec, int batch, std::uint64_t seed) {
+  CpuBackend cpu;
+  const LayerShape shape = layer_shape(input, spec);
+  std::mt19937_64 rng(seed);
+  std::size_t w_floats = 0, b_floats = 0;
+  if (spec.type == LayerType::dense) {
+    w_floats = shape.input_floats() * spec.units;
+    b_floats = spec.units;
+  } else if (spec.type == LayerType::conv2d) {
+    w_floats = std::size_t(spec.filters) * shape.channels() * spec.kernel * spec.kernel;
+    b_floats = spec.filters;
+  }
+  const auto x = normal(rng, shape.input_floats() * batch);
+  const auto w = normal(rng, w_floats, 0.1), b = normal(rng, b_floats, 0.1);
+  const auto dy = normal(rng, shape.output_floats() * batch);
+  const LayerRun want = run_layer(cpu, shape, batch, x, w, b, dy);
+  const LayerRun got = run_layer(cuda, shape, batch, x, w, b, dy);
+  CHECK(relative_error(got.y, want.y) <= 1e-4);
+  CHECK(relative_error(got.dx, want.dx) <= 1e-4);
+  CHECK(relative_error(got.dw, want.dw) <= 1e-4);
+  CHECK(relative_error(got.db, want.db) <= 1e-4);
+}
+
+Dataset images(std::size_t count, int side, int classes, std::uint64_t seed) {
+  // Each class a bright bar in its own row band, plus noise: a CNN separates them in a few dozen steps.
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.3f);
+  Dataset d;
+  d.count = count;
+  d.sample_shape = {1, side, side};
+  d.sample_floats = std::size_t(side) * side;
+  d.classes = classes;
+  for (std::size_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % classes);
+    d.labels.push_back(label);
+    for (int r = 0; r < side; ++r)
+      for (int c = 0; c < side; ++c) d.images.push_back((r * classes / side == label ? 1.0f : 0.0f) + noise(rng));
+  }
+  return d;
+}
+
+LearnerConfig cnn_config(Device device, int side = 12, int classes = 4) {
+  LearnerConfig c = gridtrain::config::defaults().learner;
+  c.device = device;
+  c.seed = 3;
+  c.batch = 16;
+  c.epochs = 5;
+  c.model.input = {1, side, side};
+  c.model.layers = {{.type = LayerType::conv2d, .filters = 8, .kernel = 5, .stride = 1, .padding = 2},
+                    {.type = LayerType::relu},
+                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
+                    {.type = LayerType::conv2d, .filters = 16, .kernel = 3, .stride = 1, .padding = 1},
+                    {.type = LayerType::relu},
+                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
+                    {.type = LayerType::flatten},
+                    {.type = LayerType::dense, .units = 32},
+                    {.type = LayerType::relu},
+                    {.type = LayerType::dense, .units = classes},
+                    {.type = LayerType::softmax_cross_entropy}};
+  c.optimizer.kind = gridtrain::config::OptimizerKind::momentum;
+  c.optimizer.learning_rate = 0.02;
+  c.optimizer.momentum = 0.9;
+  c.optimizer.weight_decay = 1e-4;
+  return c;
+}
+
+std::unique_ptr<Learner> must_create(const LearnerConfig& c, Dataset d) {
+  auto r = Learner::create(c, std::move(d));
+  if (!r.ok()) FAIL(r.error().to_string());  // not REQUIRE_MESSAGE: -s would print error() of an ok Result
+  return std::move(r).value();
+}
+
+std::vector<float> arena(Learner& l) {
+  l.synchronize();
+  std::vector<float> out(l.params().size());
+  l.params().fetch(out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("learner.device cuda without a usable GPU is refused, naming learner.device and why") {
+  auto r = Learner::create(cnn_config(Device::cuda), images(32, 12, 4, 1));
+  if (have_gpu()) {
+    REQUIRE(r.ok());
+    CHECK(r.value()->backend_name() == "cuda");
+    return;
+  }
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().key == "learner.device");
+  const std::string& m = r.error().message;
+  INFO(m);
+  CHECK((m.find("no CUDA device") != std::string::npos || m.find("no CUDA backend") != std::string::npos ||
+         m.find("did not load") != std::string::npos));
+}
+
+TEST_CASE("learner.device auto without a usable GPU trains on the CPU backend and says why not CUDA") {
+  auto learner = must_create(cnn_config(Device::automatic), images(32, 12, 4, 1));
+  if (have_gpu()) {
+    CHECK(learner->backend_name() == "cuda");
+    CHECK(learner->backend_note().empty());
+  } else {
+    CHECK(learner->backend_name() == "cpu");
+    CHECK_FALSE(learner->backend_note().empty());
+    MESSAGE("device auto chose the CPU: " << learner->backend_note());
+  }
+  CHECK(std::isfinite(learner->step().loss));
+}
+
+TEST_CASE("learner.device cpu never loads the CUDA backend") {
+  auto learner = must_create(cnn_config(Device::cpu), images(32, 12, 4, 1));
+  CHECK(learner->backend_name() == "cpu");
+  CHECK(learner->backend_note().empty());
+}
+
+TEST_CASE("every CUDA layer's forward and backward equal the CPU backend's within 1e-4, on the CNN's shapes") {
+  auto cuda = cuda_or_skip();
+  if (!cuda) return;
+  // The Fashion-MNIST CNN's layers, at a batch of 8.
+  same_layer(*cuda, {1, 28, 28}, {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2}, 8, 1);
+  same_layer(*cuda, {32, 28, 28}, {.type = LayerType::relu}, 8, 2);
+  same_layer(*cuda, {32, 28, 28}, {.type = LayerType::maxpool, .stride = 2, .size = 2}, 8, 3);
+  same_layer(*cuda, {32, 14, 14}, {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2}, 8, 4);
+  same_layer(*cuda, {3136}, {.type = LayerType::dense, .units = 1024}, 8, 5);
+  same_layer(*cuda, {1024}, {.type = LayerType::dense, .units = 10}, 8, 6);
+  // And the corners: strides, no padding, odd sizes, overlapping pools, a batch of one, a 2-D input.
+  same_layer(*cuda, {3, 11, 9}, {.type = LayerType::conv2d, .filters = 5, .kernel = 3, .stride = 2, .padding = 0}, 3, 7);
+  same_layer(*cuda, {2, 1, 2}, {.type = LayerType::conv2d, .filters = 2, .kernel = 5, .stride = 1, .padding = 2}, 2, 8);
+  same_layer(*cuda, {9, 7}, {.type = LayerType::conv2d, .filters = 4, .kernel = 3, .stride = 1, .padding = 1}, 1, 9);
+  same_layer(*cuda, {3, 9, 9}, {.type = LayerType::maxpool, .stride = 2, .size = 3}, 2, 10);
+  same_layer(*cuda, {1, 2, 7}, {.type = LayerType::dense, .units = 3}, 5, 11);
+}
+
+TEST_CASE("the CUDA loss equals the CPU loss, its correct count and its gradient") {
+  auto cuda = cuda_or_skip();
+  if (!cuda) return;
+  CpuBackend cpu;
+  std::mt19937_64 rng(12);
+  for (const auto& [classes, batch] : std::vector<std::pair<int, int>>{{10, 64}, {3, 1}, {10, 300}, {1000, 5}}) {
+    CAPTURE(classes);
+    CAPTURE(batch);
+    const auto z = normal(rng, std::size_t(classes) * batch, 3.0);
+    std::vector<std::int32_t> labels(batch);
+    for (auto& l : labels) l = static_cast<std::int32_t>(rng() % classes);
+    auto run = [&](Backend& backend, gridtrain::learner::LossResult& r) {
+      Buffer bz = backend.allocate(z.size()), bd = backend.allocate(z.size());
+      backend.upload(z, bz.data());
+      auto loss = backend.make_loss(classes, batch);
+      r = loss->forward(batch, bz.data(), labels.data());
+      loss->backward(batch, labels.data(), bd.data());
+      std::vector<float> d(z.size());
+      backend.download(bd.data(), d);
+      return d;
+    };
+    gridtrain::learner::LossResult want, got;
+    const auto dwant = run(cpu, want), dgot = run(*cuda, got);
+    CHECK(got.loss == doctest::Approx(want.loss).epsilon(1e-6));
+    CHECK(got.correct == want.correct);
+    CHECK(relative_error(dgot, dwant) <= 1e-5);
+  }
+}
+
+TEST_CASE("CUDA gradients match finite differences, layer by layer and through a whole CNN") {
+  auto cuda = cuda_or_skip();
+  if (!cuda) return;
+  auto require_close = [](const GradientReport& r) {
+    INFO("worst at " << r.where << " (" << r.checked << " entries checked)");
+    CHECK(r.checked > 0);
+    CHECK(r.worst <= 1.0);
+  };
+  constexpr double eps = 1e-2, atol = 2e-4, rtol = 2e-3;
+  require_close(check_layer(*cuda, layer_shape({7}, {.type = LayerType::dense, .units = 4}), 3, 1, "normal", eps, atol, rtol));
+  require_close(check_layer(*cuda, layer_shape({2, 3, 4}, {.type = LayerType::relu}), 3, 2, "away_from_zero", eps, atol, rtol));
+  for (int stride : {1, 2})
+    for (int padding : {0, 2})
+      require_close(check_layer(*cuda,
+                                layer_shape({2, 7, 6}, {.type = LayerType::conv2d, .filters = 3, .kernel = 3,
+                                                        .stride = stride, .padding = padding}),
+                                2, 3 + stride + padding, "normal", eps, atol, rtol));
+  require_close(check_layer(*cuda, layer_shape({2, 6, 7}, {.type = LayerType::maxpool, .stride = 2, .size = 2}), 2, 7,
+                            "distinct", eps, atol, rtol));
+  require_close(check_layer(*cuda, layer_shape({2, 7, 7}, {.type = LayerType::maxpool, .stride = 2, .size = 3}), 2, 8,
+                            "distinct", eps, atol, rtol));
+  require_close(check_loss(*cuda, 10, 4, 41, 1e-3, 1e-4, 1e-2));
+  auto model = Model::build(cnn_config(Device::cuda, 9, 4).model);
+  REQUIRE(model.ok());
+  require_close(check_stack(*cuda, model.value(), 3, 51, 7, 1e-3, 2e-4, 2e-2));
+}
+
+TEST_CASE("a CNN trained on the CUDA backend follows the CPU backend's losses step by step") {
+  if (!cuda_or_skip()) return;
+  auto cpu = must_create(cnn_config(Device::cpu), images(256, 12, 4, 7));
+  auto gpu = must_create(cnn_config(Device::cuda), images(256, 12, 4, 7));
+  REQUIRE(gpu->backend_name() == "cuda");
+  double first = 0, last = 0;
+  for (int s = 0; s < 48; ++s) {
+    const double want = cpu->step().loss, got = gpu->step().loss;
+    CAPTURE(s);
+    CHECK(got == doctest::Approx(want).epsilon(2e-3));  // float sums in other orders drift, slowly
+    if (s == 0) first = got;
+    last = got;
+  }
+  CHECK(last < first / 2);
+  const auto a = arena(*cpu), b = arena(*gpu);
+  CHECK(relative_error(b, a) <= 1e-2);
+  CHECK(gpu->evaluate(gpu->train_set()).accuracy == doctest::Approx(cpu->evaluate(cpu->train_set()).accuracy).epsilon(0.02));
+}
+
+TEST_CASE("on CUDA, the store follows the device, and a write into the store reaches the device") {
+  if (!cuda_or_skip()) return;
+  auto gpu = must_create(cnn_config(Device::cuda), images(128, 12, 4, 8));
+  for (int s = 0; s < 10; ++s) gpu->step();
+  const auto trained = arena(*gpu);  // synchronize()d: the device's model
+
+  // A CPU learner given the store evaluates as the device does: the store holds the device's model.
+  auto cpu = must_create(cnn_config(Device::cpu), images(128, 12, 4, 8));
+  cpu->params().assign(trained);
+  const Dataset test = images(64, 12, 4, 9);
+  CHECK(gpu->evaluate(test).loss == doctest::Approx(cpu->evaluate(test).loss).epsilon(1e-4));
+
+  // An "elastic update" written into the store, as the allreduce writes it, reaches the device's model.
+  gpu->params().update_each([](std::size_t, std::span<float> t) {
+    for (float& v : t) v = 0.5f * v;
+  });
+  const auto halved = arena(*gpu);
+  for (std::size_t i = 0; i < halved.size(); ++i) REQUIRE(halved[i] == doctest::Approx(0.5f * trained[i]).epsilon(1e-5));
+  cpu->params().assign(halved);
+  CHECK(gpu->evaluate(test).loss == doctest::Approx(cpu->evaluate(test).loss).epsilon(1e-4));
+}
+
+TEST_CASE("on CUDA, elastic updates beside step() keep the model whole and training, and the mirror runs") {
+  if (!cuda_or_skip()) return;
+  auto learner = must_create(cnn_config(Device::cuda), images(256, 12, 4, 10));
+  const std::vector<float> centre = arena(*learner);
+  std::atomic<bool> stop{false};
+  std::atomic<int> updates{0};
+  std::thread allreduce([&] {
+    auto& store = learner->params();
+    std::vector<float> fetched(store.size());
+    while (!stop.load()) {
+      store.fetch(fetched);
+      store.update_each([&](std::size_t offset, std::span<float> t) {
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.98f * t[i] + 0.02f * centre[offset + i];
+      });
+      ++updates;
+      std::this_thread::yield();
+    }
+  });
+  for (int s = 0; s < 200 || updates.load() < 20; ++s) learner->step();
+  stop = true;
+  allreduce.join();
+  const auto params = arena(*learner);
+  CHECK(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(learner->evaluate(learner->train_set()).accuracy > 0.9);
+}
+
+TEST_CASE("on CUDA, restoring the step count, the parameters and the velocity resumes training exactly") {
+  if (!cuda_or_skip()) return;
+  auto a = must_create(cnn_config(Device::cuda), images(40, 12, 4, 11));
+  for (int s = 0; s < 7; ++s) a->step();
+  auto b = must_create(cnn_config(Device::cuda), images(40, 12, 4, 11));
+  b->restore_progress(7);
+  b->params().assign(arena(*a));
+  const auto state = a->optimizer().state();
+  std::copy(state.begin(), state.end(), b->optimizer().state().begin());
+  for (int s = 0; s < 4; ++s) CHECK(a->step().loss == doctest::Approx(b->step().loss).epsilon(1e-6));
+  CHECK(relative_error(arena(*b), arena(*a)) <= 1e-6);
+}
