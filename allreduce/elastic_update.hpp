@@ -13,8 +13,13 @@ class Round;
 void elastic_update(std::span<float> model_slice, std::span<const float> mean_slice, float alpha);
 
 // Applies a completed round's result to the model slice that starts at absolute offset `offset`
-// (one tensor, under its lock), only where a mean came. Where none came, the model keeps its
-// CURRENT values, not the fetched ones: the learner may have moved it since the fetch.
+// (one tensor, under its lock), only where a mean came: m <- m + alpha * (mean - s), where s is what
+// the round fetched. While nothing moved the model during the round (m == s) this is exactly the
+// update above. When something did (the learner's steps, a round of another dimension), that change
+// is kept whole instead of being shrunk by (1 - alpha), and, since the p peers' s average to the
+// mean, a round that every peer applies leaves the sum of the line's models unchanged: concurrent
+// rounds do not drift the cluster's mean. (DESIGN.md writes m <- (1 - alpha) m + alpha mean, the
+// same update for an unmoved model.) Where no mean came, the model keeps its current values.
 // REQUIRES: offset + model_slice.size() <= round.partition().model_floats()
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha);
 

@@ -51,7 +51,8 @@ TEST_CASE("the elastic update from a round leaves slices with count 0 untouched,
   REQUIRE(round.complete());
   REQUIRE(round.count(3) == 0);
 
-  // Means: (t + 10 + t) / 2 = t + 5. The model has moved to 100 since the fetch.
+  // Means: (t + 10 + t) / 2 = t + 5; peer 0 fetched t. The model has moved to 100 since the fetch, and keeps
+  // that move: 100 + alpha * (mean - fetched) = 100 + 5 alpha.
   for (float alpha : {1.0f, 0.5f, 0.3f}) {
     CAPTURE(alpha);
     std::vector<float> whole(4, 100.0f), pieces(4, 100.0f);
@@ -61,12 +62,38 @@ TEST_CASE("the elastic update from a round leaves slices with count 0 untouched,
     elastic_update(std::span<float>(pieces).subspan(1, 2), 1, round, alpha);
     elastic_update(std::span<float>(pieces).subspan(3, 1), 3, round, alpha);
     std::vector<float> expected(4, 100.0f);
-    for (std::size_t t = 0; t < 3; ++t) expected[t] = (1.0f - alpha) * 100.0f + alpha * (static_cast<float>(t) + 5.0f);
+    for (std::size_t t = 0; t < 3; ++t) {
+      const float fetched = static_cast<float>(t);
+      expected[t] = ((1.0f - alpha) * fetched + alpha * (fetched + 5.0f)) + (100.0f - fetched);
+      CHECK(expected[t] == doctest::Approx(100.0f + 5.0f * alpha));
+    }
     CHECK(whole == expected);
     CHECK(pieces == expected);
     CHECK(whole[3] == 100.0f);  // untouched: no mean came
   }
   std::vector<float> replaced(4, 100.0f);
   elastic_update(std::span<float>(replaced), 0, round, 1.0f);
-  CHECK(replaced == std::vector<float>{5, 6, 7, 100});
+  CHECK(replaced == std::vector<float>{105, 105, 105, 100});
+}
+
+TEST_CASE("a round that every peer applies keeps the line's sum, even when the models moved during the round") {
+  // p = 3, N = 5. While the round runs, each peer's model moves by its own amount (a learner step, a round of
+  // another dimension): each keeps its move, and the sum over the peers changes by exactly the sum of the moves.
+  SimulatedLine line(5, 3, RoundConfig{.max_chunk_floats = 2});
+  line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(rank * rank) + 0.25f * index; });
+  line.scatter_all();
+  line.deliver_all();
+  const float moves[3] = {1.5f, -4.0f, 0.25f};
+  for (std::size_t t = 0; t < 5; ++t) {
+    float before = 0, after = 0;
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      REQUIRE(line.peer(r).complete());
+      float m = line.peer(r).send_buffer()[t] + moves[r];
+      before += m;
+      std::span<float> one(&m, 1);
+      elastic_update(one, t, line.peer(r), 0.3f);
+      after += m;
+    }
+    CHECK(after == doctest::Approx(before).epsilon(1e-6));
+  }
 }

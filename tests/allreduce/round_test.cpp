@@ -205,8 +205,9 @@ TEST_CASE("a missed reduced chunk means no update: that slice keeps the model's 
   // Two tensors, [0,3) and [3,6), each updated on its own as under its lock.
   elastic_update(std::span<float>(model).first(3), 0, round, 0.5f);
   elastic_update(std::span<float>(model).subspan(3), 3, round, 0.5f);
-  // Where a mean came (t + 10): 0.5 * (100 + t) + 0.5 * (t + 10) = 55 + t. Elsewhere: untouched.
-  CHECK(model == std::vector<float>{55, 56, 57, 58, 104, 105});
+  // Where a mean came (t + 10): the learner's move is kept, plus half the pull from the fetched t to the mean:
+  // 100 + t + 0.5 * (t + 10 - t) = 105 + t. Elsewhere: untouched.
+  CHECK(model == std::vector<float>{105, 106, 107, 108, 104, 105});
 }
 
 TEST_CASE("a newer round key makes the round finish with what it has, and peers get exact means") {
