@@ -89,6 +89,7 @@ class Learner {
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
   const std::string& backend_note() const { return backend_note_; }  // device auto on the CPU: why not CUDA
+  const CudaBackend* cuda_backend() const { return cuda_; }           // null on the CPU; for its mirror's figures
 
   // Brings params() up to date with the model being trained: a no-op on the CPU, where the store is that
   // model; on CUDA, a round trip of the mirror. Call before reading the store for a checkpoint.

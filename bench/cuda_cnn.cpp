@@ -1,0 +1,76 @@
+// The Fashion-MNIST CNN on one GPU (bench/cuda_cnn_setup.hpp): training samples/s, and test accuracy after
+// each epoch. bench/pytorch_cnn.py runs the same model, batch and recipe in PyTorch; scripts/gpu-check.sh runs
+// the two side by side.
+//
+//   bench_cuda_cnn [--data DIR] [--device cuda|cpu|auto] [--epochs 15] [--batch 64] [--steps N] ...
+//
+// samples/s counts training steps only (the minibatch gathered, sent up, forward, backward, optimizer, and the
+// mirror running beside them), after 50 warm-up steps; evaluations are not timed. With --steps N it times N
+// steps and stops, without evaluating.
+
+#include <chrono>
+#include <cstdio>
+
+#include "bench/cuda_cnn_setup.hpp"
+#include "learner/cuda_backend.hpp"
+#include "learner/learner.hpp"
+
+using namespace gridtrain;
+
+int main(int argc, char** argv) {
+  const bench::CnnOptions o = bench::parse(argc, argv);
+  learner::Dataset train = bench::load(o.data, true);
+  const learner::Dataset test = o.steps > 0 ? learner::Dataset{} : bench::load(o.data, false);
+  auto created = learner::Learner::create(bench::cnn_learner(o), std::move(train));
+  if (!created.ok()) {
+    std::fprintf(stderr, "error: %s\n", created.error().to_string().c_str());
+    return 2;
+  }
+  learner::Learner& l = *created.value();
+  std::printf("cnn on %s%s%s: %zu parameters, batch %d, lr %g, %d epochs\n", std::string(l.backend_name()).c_str(),
+              l.backend_note().empty() ? "" : " ", l.backend_note().c_str(), l.model().parameter_count(), o.batch,
+              o.learning_rate, o.epochs);
+
+  using clock = std::chrono::steady_clock;
+  constexpr long warmup = 50;
+  double timed_seconds = 0;
+  long timed_steps = 0, timed_samples = 0, step = 0;
+  auto timed_step = [&] {
+    const auto start = clock::now();
+    const int batch = l.step().batch;
+    if (++step > warmup) {
+      timed_seconds += std::chrono::duration<double>(clock::now() - start).count();
+      ++timed_steps;
+      timed_samples += batch;
+    }
+  };
+
+  if (o.steps > 0) {
+    for (long s = 0; s < o.steps + warmup; ++s) timed_step();
+  } else {
+    std::printf("%6s %10s %12s %10s %13s\n", "epoch", "samples", "samples/s", "test_loss", "test_accuracy");
+    double accuracy = 0;
+    while (!l.done()) {
+      timed_step();
+      if (l.steps() % static_cast<std::uint64_t>(l.steps_per_epoch()) == 0) {
+        const learner::Evaluation e = l.evaluate(test);
+        accuracy = e.accuracy;
+        std::printf("%6d %10llu %12.0f %10.4f %13.4f\n", l.epoch(), static_cast<unsigned long long>(l.samples()),
+                    timed_seconds > 0 ? timed_samples / timed_seconds : 0.0, e.loss, e.accuracy);
+        std::fflush(stdout);
+      }
+    }
+    std::printf("gridtrain %s: test accuracy after %d epochs: %.4f\n", std::string(l.backend_name()).c_str(), o.epochs,
+                accuracy);
+  }
+  std::printf("gridtrain %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
+              std::string(l.backend_name()).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
+              1e3 * timed_seconds / timed_steps);
+  if (const learner::CudaBackend* cuda = l.cuda_backend()) {
+    const double cycles = static_cast<double>(cuda->mirror_cycles());
+    std::printf("mirror: %zu cycles in %llu steps (a cycle per %.1f steps), %.1f MB per cycle, %.2f MB per step\n",
+                cuda->mirror_cycles(), static_cast<unsigned long long>(l.steps()), l.steps() / cycles,
+                cuda->mirror_bytes() / cycles / 1e6, cuda->mirror_bytes() / 1e6 / l.steps());
+  }
+  return 0;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The Fashion-MNIST CNN of bench/cuda_cnn.cpp in PyTorch eager, on the same GPU, for the side-by-side figure.
+
+    python3 bench/pytorch_cnn.py [--data DIR] [--epochs 15] [--batch 64] [--lr 0.01] [--steps N]
+
+The same model (conv 5x5x32 pad 2 -> relu -> maxpool 2 -> conv 5x5x64 pad 2 -> relu -> maxpool 2 -> dense 1024
+-> relu -> dense 10), the same initialisation scheme (He normal for layers that feed a relu, Xavier normal for the
+last, zero biases), the same standardisation, batch, momentum 0.9, weight decay and per-step cosine schedule.
+Momentum differs only in form: torch's v <- mu*v + g, w <- w - lr*v equals gridtrain's v <- mu*v - lr*g,
+w <- w + v at a constant rate. FP32 throughout: TF32 is switched off for cuBLAS and cuDNN, as gridtrain uses none.
+Like gridtrain, the training set stays in (pinned) host memory and each minibatch is copied up per step.
+samples/s counts training steps only, after 50 warm-up steps, with the GPU synchronised at both ends.
+"""
+
+import argparse
+import gzip
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MEAN, STD = 0.28604060, 0.35302424  # learner/dataset.hpp: Fashion-MNIST's training-set pixel/255 statistics
+WARMUP = 50
+
+
+def read_idx(path):
+    with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def load(folder, prefix):
+    images = read_idx(f"{folder}/{prefix}-images-idx3-ubyte.gz").astype(np.float32) / 255.0
+    images = (images - MEAN) / STD
+    labels = read_idx(f"{folder}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
+    return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels)
+
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = torch.nn.Linear(64 * 7 * 7, 1024)
+        self.fc2 = torch.nn.Linear(1024, 10)
+        for layer in (self.conv1, self.conv2, self.fc1):
+            torch.nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")  # He: N(0, 2 / fan_in)
+            torch.nn.init.zeros_(layer.bias)
+        torch.nn.init.xavier_normal_(self.fc2.weight)
+        torch.nn.init.zeros_(self.fc2.bias)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--weight-decay", type=float, default=5e-4)
+    parser.add_argument("--steps", type=int, default=0, help="time this many steps only, no accuracy")
+    args = parser.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(1)
+    device = torch.device("cuda")
+    train_x, train_y = load(args.data, "train")
+    train_x, train_y = train_x.pin_memory(), train_y.pin_memory()
+    test_x, test_y = load(args.data, "t10k")
+    test_x, test_y = test_x.to(device), test_y.to(device)
+
+    model = Cnn().to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=args.weight_decay)
+    count = train_x.shape[0]
+    steps_per_epoch = math.ceil(count / args.batch)
+    total = steps_per_epoch * args.epochs
+    # gridtrain's cosine: lr0 * (1 + cos(pi * epoch / epochs)) / 2, with the epoch fractional, set every step.
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / steps_per_epoch, args.epochs) / args.epochs)))
+    print(f"cnn on torch {torch.__version__} {torch.cuda.get_device_name()}: "
+          f"{sum(p.numel() for p in model.parameters())} parameters, batch {args.batch}, lr {args.lr}, "
+          f"{args.epochs} epochs", flush=True)
+
+    timed_seconds, timed_steps, timed_samples, step = 0.0, 0, 0, 0
+    gen = torch.Generator().manual_seed(1)
+
+    def evaluate():
+        model.eval()
+        loss, correct = 0.0, 0
+        with torch.no_grad():
+            for start in range(0, test_x.shape[0], 1000):
+                logits = model(test_x[start:start + 1000])
+                loss += F.cross_entropy(logits, test_y[start:start + 1000], reduction="sum").item()
+                correct += (logits.argmax(1) == test_y[start:start + 1000]).sum().item()
+        model.train()
+        return loss / test_x.shape[0], correct / test_x.shape[0]
+
+    limit = args.steps + WARMUP if args.steps > 0 else total
+    if args.steps == 0:
+        print(f"{'epoch':>6} {'samples':>10} {'samples/s':>12} {'test_loss':>10} {'test_accuracy':>13}")
+    accuracy = 0.0
+    while step < limit:
+        order = torch.randperm(count, generator=gen)
+        for first in range(0, count, args.batch):
+            if step >= limit:
+                break
+            timing = step >= WARMUP
+            if timing:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+            idx = order[first:first + args.batch]
+            x = train_x[idx].pin_memory().to(device, non_blocking=True)
+            y = train_y[idx].pin_memory().to(device, non_blocking=True)
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            loss.item()  # as gridtrain's step, which returns the minibatch's loss
+            if timing:
+                torch.cuda.synchronize()
+                timed_seconds += time.perf_counter() - t0
+                timed_steps += 1
+                timed_samples += idx.shape[0]
+            step += 1
+        if args.steps == 0:
+            test_loss, accuracy = evaluate()
+            print(f"{step // steps_per_epoch:>6} {min(step * args.batch, step // steps_per_epoch * count):>10} "
+                  f"{timed_samples / max(timed_seconds, 1e-9):>12.0f} {test_loss:>10.4f} {accuracy:>13.4f}", flush=True)
+    if args.steps == 0:
+        print(f"pytorch eager: test accuracy after {args.epochs} epochs: {accuracy:.4f}")
+    print(f"pytorch eager: {timed_samples / timed_seconds:.0f} samples/s (batch {args.batch}, {timed_steps} timed steps, "
+          f"{1e3 * timed_seconds / timed_steps:.3f} ms/step)")
+
+
+if __name__ == "__main__":
+    main()
