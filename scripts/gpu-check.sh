@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark of the CUDA backend, in one run, on a GPU machine:
+#   1. builds the learner, the CUDA module, the learner tests and the CUDA benchmarks (CUDA required);
+#   2. runs the learner tests, the CUDA ones included (they must not skip here);
+#   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch eager, side by side: samples/s at the same
+#      batch, then test accuracy after 15 epochs each;
+#   4. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node.
+# It ends with a summary of the figures.
+#
+# The machine needs nvcc, cmake, ninja, and a python3 with PyTorch and pip's cuDNN (nvidia-cudnn-*); nothing of
+# Debian's. What the build needs from Debian, and the data, come in .gpu/ (made here by scripts/gpu-pack.sh and
+# carried along): .gpu/prefix.tar.xz and .gpu/data/.
+#
+# Usage: scripts/gpu-check.sh [BUILD_DIR]     (default build-gpu; the log also goes to $OUT/gpu-check.log when
+#        OUT is set). Environment: EPOCHS (default 15), STEPS (timed steps, default 2000), BATCH (default 64),
+#        BUILD_ONLY=1 (build and run the tests only, letting the CUDA ones skip: the part that runs anywhere).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=${1:-build-gpu}
+epochs=${EPOCHS:-15}
+steps=${STEPS:-2000}
+batch=${BATCH:-64}
+log=${OUT:-$build}/gpu-check.log
+mkdir -p "$(dirname "$log")" "$build"
+exec > >(tee "$log") 2>&1
+
+fail() { echo "error: $*"; exit 1; }
+step() { echo; echo "=== $*"; }
+
+step "machine"
+[ -d .gpu/data ] && [ -f .gpu/prefix.tar.xz ] || fail "no .gpu/ here: run scripts/gpu-pack.sh where apt works, and carry .gpu"
+export PATH="/usr/local/cuda/bin:$PATH"
+command -v nvcc >/dev/null || fail "no nvcc on PATH or in /usr/local/cuda/bin"
+command -v cmake >/dev/null || fail "no cmake"
+command -v ninja >/dev/null || fail "no ninja"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+nvcc --version | tail -2
+cmake --version | head -1
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
+
+step "dependencies: .gpu/prefix.tar.xz, cuDNN and cuBLAS from the Python environment where the toolkit lacks them"
+deps=/tmp/gridtrain-deps
+rm -rf "$deps" && mkdir -p "$deps"
+tar -C "$deps" -xJf .gpu/prefix.tar.xz 2>/dev/null ||
+  python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" .gpu/prefix.tar.xz "$deps" ||
+  fail "cannot unpack .gpu/prefix.tar.xz"
+arch=x86_64-linux-gnu
+export CPATH="$deps/usr/include:$deps/usr/include/$arch:$deps/usr/include/$arch/openblas-pthread${CPATH:+:$CPATH}"
+libs="$deps/usr/lib/$arch:$deps/usr/lib/$arch/openblas-pthread:$deps/lib/$arch"
+export LIBRARY_PATH="$libs${LIBRARY_PATH:+:$LIBRARY_PATH}"
+nvidia_dir() { python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
+cudnn_root=$(nvidia_dir cudnn)
+cmake_args=(-DCMAKE_PREFIX_PATH="$deps/usr" -DCAF_ROOT="$deps/usr")
+if [ -n "$cudnn_root" ]; then
+  cmake_args+=(-DCUDNN_ROOT="$cudnn_root")
+  libs="$libs:$cudnn_root/lib"
+fi
+if ! ls /usr/local/cuda/lib64/libcublas.so* >/dev/null 2>&1; then
+  cublas_root=$(nvidia_dir cublas)
+  [ -n "$cublas_root" ] && cmake_args+=(-DCUBLAS_ROOT="$cublas_root") && libs="$libs:$cublas_root/lib"
+fi
+export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+echo "cuDNN: ${cudnn_root:-next to the toolkit}"
+
+step "build (CUDA on)"
+start=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIDTRAIN_CUDA=ON "${cmake_args[@]}" |
+  grep -E "CUDA|Error|error" || true
+[ -f "$build/build.ninja" ] || fail "cmake could not configure"
+cuda_start=$(date +%s)
+cmake --build "$build" --target gridtrain_cuda || fail "the CUDA module did not build"
+cuda_seconds=$(($(date +%s) - cuda_start))
+cmake --build "$build" --target test_learner bench_cuda_cnn bench_cuda_cluster || fail "the build failed"
+echo "built in $(($(date +%s) - start)) s (the CUDA module alone: $cuda_seconds s, $(nproc) cores)"
+
+status=0
+if [ "${BUILD_ONLY:-0}" = 1 ]; then
+  step "learner tests (BUILD_ONLY: the CUDA ones may skip)"
+  "$build/tests/learner/test_learner" || status=1
+  "$build/tests/learner/test_learner" -tc="*CUDA*,*learner.device*" 2>&1 | grep -E "skipped:|chose|test cases" | sort | uniq -c
+  exit $status
+fi
+step "learner tests, the CUDA ones included"
+# learner_test's "which this build lacks" subcase expects no CUDA backend: here there is one.
+"$build/tests/learner/test_learner" --subcase-exclude="*which this build lacks*" || status=1
+step "the CUDA tests alone, each must run (no 'skipped:' line)"
+"$build/tests/learner/test_learner" -tc="*CUDA*,*cuda*,*learner.device*" -s 2>&1 | grep -E "skipped:|chose|test cases|assertions" || true
+if "$build/tests/learner/test_learner" -tc="*CUDA*" 2>&1 | grep -q "skipped:"; then
+  echo "error: the CUDA tests skipped on a GPU machine"
+  status=1
+fi
+
+data="$root/.gpu/data"
+step "samples/s side by side: gridtrain and PyTorch eager, batch $batch, $steps timed steps each"
+"$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --steps "$steps" | tee "$build/cnn_speed.txt" || status=1
+python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --steps "$steps" | tee "$build/torch_speed.txt" || status=1
+step "the same at batch 256"
+"$build/bench/bench_cuda_cnn" --data "$data" --batch 256 --steps "$steps" | tee "$build/cnn_speed256.txt" || status=1
+python3 bench/pytorch_cnn.py --data "$data" --batch 256 --steps "$steps" | tee "$build/torch_speed256.txt" || status=1
+
+step "test accuracy after $epochs epochs, batch $batch: gridtrain"
+"$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/cnn_accuracy.txt" || status=1
+step "test accuracy after $epochs epochs, batch $batch: PyTorch eager"
+python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/torch_accuracy.txt" || status=1
+
+step "4 nodes in one process sharing the GPU, elastic averaging, $epochs epochs"
+# TODO(actors): add the same cluster through gridnode's actors once they run in one process (see
+# bench/cuda_cluster.cpp).
+"$build/bench/bench_cuda_cluster" --data "$data" --nodes 4 --batch "$batch" --epochs "$epochs" |
+  tee "$build/cluster.txt" || status=1
+
+step "summary"
+grep -h "samples/s\|mirror:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
+  "$build"/torch_speed256.txt 2>/dev/null | grep -v "^ *epoch"
+grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
+grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
+echo "CUDA module build: $cuda_seconds s"
+[ $status -eq 0 ] && echo "gpu-check: all ran" || echo "gpu-check: something failed (see above)"
+exit $status
