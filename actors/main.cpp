@@ -1,0 +1,224 @@
+// gridnode: one binary per machine (DESIGN.md, "The command line"; a contract that scripts and tests rely on).
+//
+// Exit codes: 0 success, 2 bad input (config, command line, data file), 3 rejected by the cluster, 1 internal
+// error. Errors go to stderr, one line each, starting with "error:".
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/node_handle.hpp"
+#include "actors/status.hpp"
+#include "actors/system_config.hpp"
+#include "config/config.hpp"
+#include "config/endpoint.hpp"
+
+namespace {
+
+using namespace gridtrain;
+
+enum ExitCode : int { kOk = 0, kInternal = 1, kBadInput = 2, kRejected = 3 };
+
+int fail(int code, const std::string& message) {
+  std::cerr << "error: " << message << '\n';
+  return code;
+}
+
+int fail(const config::Error& error) { return fail(kBadInput, error.to_string()); }
+
+// -- check-config --------------------------------------------------------------------------------------------
+
+struct CheckConfigArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+  bool print = false;
+  bool schema = false;
+};
+
+int check_config(const CheckConfigArgs& args) {
+  if (args.schema) {
+    std::cout << config::describe_schema();
+    return kOk;
+  }
+  if (args.file.empty()) return fail(kBadInput, "check-config: a config FILE is required (or --schema)");
+  auto loaded = config::load_file(args.file, args.overrides);
+  if (!loaded) return fail(loaded.error());
+  if (args.print)
+    std::cout << config::to_yaml(loaded.value());
+  else
+    std::cout << args.file << ": ok\n";
+  return kOk;
+}
+
+// Parses a host:port given on the command line; errors name the option.
+config::Result<config::Endpoint> endpoint_option(const std::string& option, const std::string& text) {
+  auto parsed = config::parse_endpoint(text);
+  if (!parsed) {
+    auto error = parsed.error();
+    error.source = option;
+    return error;
+  }
+  return parsed;
+}
+
+void configure_logging(const config::MetricsConfig& metrics) {
+  static constexpr spdlog::level::level_enum levels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                         spdlog::level::info, spdlog::level::warn,
+                                                         spdlog::level::err};
+  spdlog::set_level(levels[static_cast<int>(metrics.log_level)]);
+  if (metrics.log_format == config::LogFormat::json)
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%v"})");
+  else
+    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+}
+
+// -- run -----------------------------------------------------------------------------------------------------
+
+struct RunArgs {
+  std::string config_file;
+  std::string seed;
+  std::string listen;
+  std::vector<std::string> overrides;
+};
+
+std::atomic<int> stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+int run(const RunArgs& args) {
+  auto loaded = config::load_file(args.config_file, args.overrides);
+  if (!loaded) return fail(loaded.error());
+  config::Config cfg = std::move(loaded.value());
+  if (!args.listen.empty()) {
+    auto listen = endpoint_option("--listen", args.listen);
+    if (!listen) return fail(listen.error());
+    cfg.cluster.listen = listen.value();
+  }
+  std::optional<config::Endpoint> seed;
+  if (!args.seed.empty()) {
+    auto parsed = endpoint_option("--seed", args.seed);
+    if (!parsed) return fail(parsed.error());
+    seed = parsed.value();
+  }
+  if (cfg.learner.kind == config::LearnerKind::model)
+    return fail(config::Error{.source = args.config_file,
+                              .key = "learner.kind",
+                              .message = "expected probe: this build of run averages probe vectors only, found model"});
+  configure_logging(cfg.metrics);
+
+  // Signals only set a flag; the loop below turns it into a clean stop (Leave), which needs the actors.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
+  actors::SystemConfig system_config{cfg};
+  caf::actor_system system{system_config};
+  actors::NodeOptions options;
+  options.config = cfg;
+  options.seed = seed;
+  auto started = actors::start_node(system, std::move(options));
+  if (!started) return fail(started.error());
+  const auto& node = started.value();
+  std::cout << "listening on " << node.address() << std::endl;
+
+  auto joined = node.wait_joined();
+  switch (joined.result) {
+    case actors::JoinResult::welcomed:
+      break;
+    case actors::JoinResult::rejected:
+      return fail(kRejected, "rejected by the cluster at " + (seed ? seed->to_string() : node.address()) + ": " +
+                                 joined.reason);
+    case actors::JoinResult::stopped:
+      return stop_signal.load() ? kOk : fail(kInternal, "the node stopped before it joined: " + joined.reason);
+    default:
+      return fail(kInternal, "could not join " + (seed ? seed->to_string() : std::string("a new cluster")) + ": " +
+                                 joined.reason);
+  }
+  std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
+
+  while (!node.wait_for(std::chrono::milliseconds(100))) {
+    if (stop_signal.load()) {
+      spdlog::info("signal {}: leaving the cluster", stop_signal.load());
+      node.stop();
+      node.wait();
+      return kOk;
+    }
+  }
+  return fail(kInternal, "the node ended unexpectedly");
+}
+
+// -- status --------------------------------------------------------------------------------------------------
+
+struct StatusArgs {
+  std::string seed;
+  bool json = false;
+};
+
+int status(const StatusArgs& args) {
+  auto seed = endpoint_option("--seed", args.seed);
+  if (!seed) return fail(seed.error());
+  config::Config cfg;
+  spdlog::set_level(spdlog::level::warn);
+  actors::SystemConfig system_config{cfg};
+  caf::actor_system system{system_config};
+  auto grid = actors::query_status(system, seed.value());
+  if (!grid) return fail(kInternal, grid.error().to_string());
+  std::cout << (args.json ? actors::to_json(grid.value()) + "\n" : actors::to_table(grid.value()));
+  std::cout.flush();
+  return kOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gridnode: one node of a gridtrain cluster (elastic, grid-structured training)", "gridnode"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "gridnode 0.1.0");
+
+  CheckConfigArgs check_args;
+  auto* check_cmd = app.add_subcommand("check-config", "Validate a cluster config; exits 0 if it is good");
+  check_cmd->add_option("file", check_args.file, "The YAML config file");
+  check_cmd->add_option("--set", check_args.overrides, "Override a key: --set key=value (repeatable)");
+  check_cmd->add_flag("--print", check_args.print, "Print the resolved config, every key, as YAML");
+  check_cmd->add_flag("--schema", check_args.schema, "Print every key with its type, default and meaning");
+
+  RunArgs run_args;
+  auto* run_cmd = app.add_subcommand("run", "Run one node; without --seed it bootstraps a new cluster");
+  run_cmd->add_option("--config", run_args.config_file, "The cluster's YAML config")->required();
+  run_cmd->add_option("--seed", run_args.seed, "HOST:PORT of any node of the cluster to join");
+  run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
+  run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
+
+  StatusArgs status_args;
+  auto* status_cmd = app.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
+  status_cmd->add_option("--seed", status_args.seed, "HOST:PORT of any node of the cluster")->required();
+  status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(kBadInput, std::string(e.what()) + " (see gridnode --help)");
+  }
+
+  try {
+    if (check_cmd->parsed()) return check_config(check_args);
+    if (run_cmd->parsed()) return run(run_args);
+    if (status_cmd->parsed()) return status(status_args);
+  } catch (const std::exception& e) {
+    return fail(kInternal, e.what());
+  }
+  return fail(kInternal, "no command ran");
+}
