@@ -5,8 +5,9 @@
 //
 // Each node is a Learner on a thread of its own. The averaging stands in for the allreduce Worker: a thread
 // that, once every node has taken `every` more steps, fetches each node's store (tensor by tensor under its
-// locks), takes the mean, and applies m <- (1 - α)·m + α·mean to each store (allreduce/elastic_update.hpp),
-// exactly the calls the Worker makes. What it leaves out is the network: quorums, chunks, CAF.
+// locks), takes the mean, and applies the elastic update to each store as the Worker does
+// (allreduce/elastic_update.hpp), through the same calls on the store. What it leaves out is the network:
+// quorums, chunks, CAF.
 // TODO(actors): once gridnode runs a cluster in one process, add the same run through the actors (dims 2,
 // 4 nodes on loopback) to scripts/gpu-check.sh, and compare its accuracies with these.
 
@@ -17,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "allreduce/elastic_update.hpp"
 #include "bench/cuda_cnn_setup.hpp"
 #include "learner/learner.hpp"
 #include "learner/shard.hpp"
@@ -70,9 +70,12 @@ int main(int argc, char** argv) {
     std::fill(mean.begin(), mean.end(), 0.0f);
     for (int i = 0; i < n; ++i)
       for (std::size_t j = 0; j < floats; ++j) mean[j] += fetched[i][j] / n;
-    for (auto& node : nodes)
-      node->params().update_each([&](std::size_t offset, std::span<float> t) {
-        allreduce::elastic_update(t, std::span<const float>(mean).subspan(offset, t.size()), static_cast<float>(o.alpha));
+    // As the Worker applies a round (allreduce/elastic_update.hpp): m <- m + α·(mean - fetched), which keeps
+    // the steps a node took since its fetch.
+    const float alpha = static_cast<float>(o.alpha);
+    for (int i = 0; i < n; ++i)
+      nodes[i]->params().update_each([&](std::size_t offset, std::span<float> t) {
+        for (std::size_t j = 0; j < t.size(); ++j) t[j] += alpha * (mean[offset + j] - fetched[i][offset + j]);
       });
     ++rounds;
   }
@@ -85,8 +88,8 @@ int main(int argc, char** argv) {
     samples += node->samples();
   }
   std::printf("%llu averaging rounds in %.1f s; tau = %.1f steps of a node per round; %.0f samples/s in all\n",
-              static_cast<unsigned long long>(rounds), seconds,
-              rounds ? static_cast<double>(steps) / n / rounds : 0.0, samples / seconds);
+              static_cast<unsigned long long>(rounds), seconds, rounds ? static_cast<double>(steps) / n / rounds : 0.0,
+              samples / seconds);
   double sum = 0;
   for (int i = 0; i < n; ++i) {
     nodes[i]->synchronize();

@@ -38,22 +38,36 @@ inline CnnOptions parse(int argc, char** argv) {
   CnnOptions o;
   for (int i = 1; i < argc; ++i) {
     auto is = [&](const char* flag) { return !std::strcmp(argv[i], flag) && i + 1 < argc; };
-    if (is("--data")) o.data = argv[++i];
+    if (is("--data"))
+      o.data = argv[++i];
     else if (is("--device")) {
       const std::string d = argv[++i];
-      if (d == "cuda") o.device = config::Device::cuda;
-      else if (d == "cpu") o.device = config::Device::cpu;
-      else if (d == "auto") o.device = config::Device::automatic;
-      else usage(argv[0]);
-    } else if (is("--epochs")) o.epochs = std::atoi(argv[++i]);
-    else if (is("--batch")) o.batch = std::atoi(argv[++i]);
-    else if (is("--lr")) o.learning_rate = std::atof(argv[++i]);
-    else if (is("--weight-decay")) o.weight_decay = std::atof(argv[++i]);
-    else if (is("--steps")) o.steps = std::atol(argv[++i]);
-    else if (is("--nodes")) o.nodes = std::atoi(argv[++i]);
-    else if (is("--every")) o.every = std::atoi(argv[++i]);
-    else if (is("--alpha")) o.alpha = std::atof(argv[++i]);
-    else usage(argv[0]);
+      if (d == "cuda")
+        o.device = config::Device::cuda;
+      else if (d == "cpu")
+        o.device = config::Device::cpu;
+      else if (d == "auto")
+        o.device = config::Device::automatic;
+      else
+        usage(argv[0]);
+    } else if (is("--epochs"))
+      o.epochs = std::atoi(argv[++i]);
+    else if (is("--batch"))
+      o.batch = std::atoi(argv[++i]);
+    else if (is("--lr"))
+      o.learning_rate = std::atof(argv[++i]);
+    else if (is("--weight-decay"))
+      o.weight_decay = std::atof(argv[++i]);
+    else if (is("--steps"))
+      o.steps = std::atol(argv[++i]);
+    else if (is("--nodes"))
+      o.nodes = std::atoi(argv[++i]);
+    else if (is("--every"))
+      o.every = std::atoi(argv[++i]);
+    else if (is("--alpha"))
+      o.alpha = std::atof(argv[++i]);
+    else
+      usage(argv[0]);
   }
   if (o.epochs < 1 || o.batch < 1 || o.nodes < 1 || o.every < 1) usage(argv[0]);
   return o;

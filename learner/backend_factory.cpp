@@ -90,8 +90,9 @@ config::Result<BackendChoice> make_backend(config::Device device) {
       return choice;
     }
     if (device == config::Device::cuda)
-      return config::Error{.key = "learner.device", .message = "expected a usable GPU for cuda, found none: " + why +
-                                                               " (use auto to fall back to the CPU)"};
+      return config::Error{
+          .key = "learner.device",
+          .message = "expected a usable GPU for cuda, found none: " + why + " (use auto to fall back to the CPU)"};
     choice.note = std::move(why);
   }
   choice.backend = std::make_unique<CpuBackend>();

@@ -53,7 +53,7 @@ class CudaBackendImpl final : public CudaBackend {
  private:
   enum class Mirror { idle, requested, running };
 
-  void publish();             // REQUIRES: mutex_ held, mirror_ idle
+  void publish();                                      // REQUIRES: mutex_ held, mirror_ idle
   void wait_idle(std::unique_lock<std::mutex>& lock);  // and rethrows the mirror's error
   void mirror_loop();
   void cycle();
@@ -149,23 +149,21 @@ void CudaBackendImpl::load(std::span<const float> optimizer_state) {
   for (std::size_t t = store_->tensor_count(); t-- > 0;) {
     const std::span<float> host = store_->data(t);
     std::lock_guard<std::mutex> hold(store_->mutex(t));
-    CUDA_CHECK(cudaMemcpyAsync(params_ + offsets_[t], host.data(), host.size_bytes(), cudaMemcpyHostToDevice,
-                               ctx_.compute()));
+    CUDA_CHECK(
+        cudaMemcpyAsync(params_ + offsets_[t], host.data(), host.size_bytes(), cudaMemcpyHostToDevice, ctx_.compute()));
     ctx_.synchronize();  // the copy reads the store: done before the lock goes
   }
   const std::size_t bytes = floats_ * sizeof(float);
   CUDA_CHECK(cudaMemcpyAsync(base_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
   CUDA_CHECK(cudaMemcpyAsync(published_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
   if (velocity_ && !optimizer_state.empty())
-    CUDA_CHECK(cudaMemcpyAsync(velocity_.get(), optimizer_state.data(), bytes, cudaMemcpyHostToDevice,
-                               ctx_.compute()));
+    CUDA_CHECK(cudaMemcpyAsync(velocity_.get(), optimizer_state.data(), bytes, cudaMemcpyHostToDevice, ctx_.compute()));
   ctx_.synchronize();
 }
 
 void CudaBackendImpl::publish() {
   if (delta_ready_) CUDA_CHECK(cudaStreamWaitEvent(ctx_.compute(), merged_event_, 0));
-  CUDA_CHECK(mirror_publish(floats_, params_, delta_ready_ ? delta_.get() : nullptr, published_.get(),
-                            ctx_.compute()));
+  CUDA_CHECK(mirror_publish(floats_, params_, delta_ready_ ? delta_.get() : nullptr, published_.get(), ctx_.compute()));
   CUDA_CHECK(cudaEventRecord(published_event_, ctx_.compute()));
   delta_ready_ = false;
   mirror_ = Mirror::requested;

@@ -154,8 +154,8 @@ cudaError_t relu_backward(std::size_t n, const float* y, const float* dy, float*
   return cudaGetLastError();
 }
 
-cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels,
-                                  float* probs, LossSums* sums, cudaStream_t stream) {
+cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels, float* probs,
+                                  LossSums* sums, cudaStream_t stream) {
   softmax_cross_entropy_kernel<<<1, threads, 0, stream>>>(batch, classes, logits, labels, probs, sums);
   return cudaGetLastError();
 }

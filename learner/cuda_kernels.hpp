@@ -8,10 +8,10 @@
 //
 // Tensors are NCHW, as everywhere in the learner; a dense layer's (batch, units) is (batch, units, 1).
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
-
-#include <cuda_runtime_api.h>
 
 namespace gridtrain::learner::cuda {
 
@@ -34,8 +34,8 @@ struct LossSums {
 // Softmax cross-entropy over `batch` rows of `classes` scores: probs gets each row's softmax, *sums the sum
 // over rows of -log p[label] and the count of rows whose first highest score is their label.
 // REQUIRES: every label in [0, classes).
-cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels,
-                                  float* probs, LossSums* sums, cudaStream_t stream);
+cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels, float* probs,
+                                  LossSums* sums, cudaStream_t stream);
 
 // dlogits = (probs - onehot(labels)) / batch.
 cudaError_t softmax_cross_entropy_grad(int batch, int classes, const float* probs, const std::int32_t* labels,

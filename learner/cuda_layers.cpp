@@ -139,8 +139,8 @@ class Conv2dLayer final : public Layer {
         out_width_(shape.output[2]) {
     const int k = shape.spec.kernel, s = shape.spec.stride, pad = shape.spec.padding;
     CUDA_CHECK(cudnnSetFilter4dDescriptor(w_.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters_, channels_, k, k));
-    CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv_.d, pad, pad, s, s, 1, 1, CUDNN_CROSS_CORRELATION,
-                                               CUDNN_DATA_FLOAT));
+    CUDA_CHECK(
+        cudnnSetConvolution2dDescriptor(conv_.d, pad, pad, s, s, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDA_CHECK(cudnnSetConvolutionMathType(conv_.d, CUDNN_FMA_MATH));
   }
 
@@ -148,8 +148,8 @@ class Conv2dLayer final : public Layer {
     const Algorithms& a = describe(batch);
     void* ws = ctx_.workspace(a.workspace);
     const float one = 1.0f, zero = 0.0f;
-    CUDA_CHECK(cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x, w_.d, p.weight, conv_.d, a.forward, ws,
-                                       a.workspace, &zero, y_.d, y));
+    CUDA_CHECK(cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x, w_.d, p.weight, conv_.d, a.forward, ws, a.workspace,
+                                       &zero, y_.d, y));
     CUDA_CHECK(add_bias(y, p.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
   }
 
@@ -158,8 +158,8 @@ class Conv2dLayer final : public Layer {
     const Algorithms& a = describe(batch);
     void* ws = ctx_.workspace(a.workspace);
     const float one = 1.0f, zero = 0.0f;
-    CUDA_CHECK(cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x, y_.d, dy, conv_.d, a.filter, ws,
-                                              a.workspace, &zero, w_.d, g.weight));
+    CUDA_CHECK(cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x, y_.d, dy, conv_.d, a.filter, ws, a.workspace,
+                                              &zero, w_.d, g.weight));
     CUDA_CHECK(bias_grad(dy, g.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
     if (dx)
       CUDA_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn(), &one, w_.d, p.weight, y_.d, dy, conv_.d, a.data, ws,
@@ -188,9 +188,9 @@ class Conv2dLayer final : public Layer {
     int n = 0, c = 0, h = 0, w = 0;
     CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.d, x_.d, w_.d, &n, &c, &h, &w));
     if (n != batch || c != filters_ || h != out_height_ || w != out_width_)
-      throw CudaError("cuDNN's conv2d output " + std::to_string(c) + "x" + std::to_string(h) + "x" +
-                      std::to_string(w) + " differs from the model's " + std::to_string(filters_) + "x" +
-                      std::to_string(out_height_) + "x" + std::to_string(out_width_));
+      throw CudaError("cuDNN's conv2d output " + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) +
+                      " differs from the model's " + std::to_string(filters_) + "x" + std::to_string(out_height_) +
+                      "x" + std::to_string(out_width_));
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     cudnnConvolutionBwdFilterAlgoPerf_t flt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     cudnnConvolutionBwdDataAlgoPerf_t dat[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
@@ -207,10 +207,10 @@ class Conv2dLayer final : public Layer {
     // The heuristics' memory is an estimate; ask each algorithm for its exact need.
     std::size_t need_f = 0, need_bf = 0, need_bd = 0;
     CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn(), x_.d, w_.d, conv_.d, y_.d, f.algo, &need_f));
-    CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn(), x_.d, y_.d, conv_.d, w_.d, bf.algo,
-                                                              &need_bf));
-    CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn(), w_.d, y_.d, conv_.d, x_.d, bd.algo,
-                                                            &need_bd));
+    CUDA_CHECK(
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn(), x_.d, y_.d, conv_.d, w_.d, bf.algo, &need_bf));
+    CUDA_CHECK(
+        cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn(), w_.d, y_.d, conv_.d, x_.d, bd.algo, &need_bd));
     const Algorithms chosen{f.algo, bf.algo, bd.algo, std::max({need_f, need_bf, need_bd})};
     return algorithms_.emplace(batch, chosen).first->second;
   }
@@ -287,10 +287,10 @@ class SoftmaxCrossEntropy final : public Loss {
   // The one wait of a training step: the host needs the loss now.
   LossResult forward(int batch, const float* logits, const std::int32_t* labels) override {
     ctx_.upload(labels, labels_.get(), sizeof(std::int32_t) * batch);
-    CUDA_CHECK(softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(),
-                                     ctx_.compute()));
-    CUDA_CHECK(cudaMemcpyAsync(host_sums_.get(), sums_.get(), sizeof(LossSums), cudaMemcpyDeviceToHost,
-                               ctx_.compute()));
+    CUDA_CHECK(
+        softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(), ctx_.compute()));
+    CUDA_CHECK(
+        cudaMemcpyAsync(host_sums_.get(), sums_.get(), sizeof(LossSums), cudaMemcpyDeviceToHost, ctx_.compute()));
     ctx_.synchronize();
     return {host_sums_->loss / batch, host_sums_->correct};
   }

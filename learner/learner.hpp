@@ -88,7 +88,7 @@ class Learner {
   const config::LearnerConfig& config() const { return config_; }
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
-  const std::string& backend_note() const { return backend_note_; }  // device auto on the CPU: why not CUDA
+  const std::string& backend_note() const { return backend_note_; }   // device auto on the CPU: why not CUDA
   const CudaBackend* cuda_backend() const { return cuda_; }           // null on the CPU; for its mirror's figures
 
   // Brings params() up to date with the model being trained: a no-op on the CPU, where the store is that

@@ -3,6 +3,8 @@
 // GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
 // for CUDA runtime version".
 
+#include "learner/cuda_backend.hpp"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,7 +17,6 @@
 #include <vector>
 
 #include "learner/backend_factory.hpp"
-#include "learner/cuda_backend.hpp"
 #include "learner/layer_cpu.hpp"
 #include "learner/learner.hpp"
 #include "tests/learner/gradient_check.hpp"
@@ -89,7 +90,8 @@ LayerRun run_layer(Backend& backend, const LayerShape& shape, int batch, const s
   };
   Buffer bx = put(x), bw = put(w), bb = put(b), bdy = put(dy);
   Buffer by = backend.allocate(dy.size()), bdx = backend.allocate(x.size());
-  Buffer bdw = backend.allocate(std::max<std::size_t>(w.size(), 1)), bdb = backend.allocate(std::max<std::size_t>(b.size(), 1));
+  Buffer bdw = backend.allocate(std::max<std::size_t>(w.size(), 1)),
+         bdb = backend.allocate(std::max<std::size_t>(b.size(), 1));
   auto layer = backend.make_layer(shape, batch);
   const bool params = shape.tensor_count > 0;
   const LayerParams p = params ? LayerParams{bw.data(), bb.data()} : LayerParams{};
@@ -218,14 +220,17 @@ TEST_CASE("every CUDA layer's forward and backward equal the CPU backend's withi
   auto cuda = cuda_or_skip();
   if (!cuda) return;
   // The Fashion-MNIST CNN's layers, at a batch of 8.
-  same_layer(*cuda, {1, 28, 28}, {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2}, 8, 1);
+  same_layer(*cuda, {1, 28, 28}, {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2}, 8,
+             1);
   same_layer(*cuda, {32, 28, 28}, {.type = LayerType::relu}, 8, 2);
   same_layer(*cuda, {32, 28, 28}, {.type = LayerType::maxpool, .stride = 2, .size = 2}, 8, 3);
-  same_layer(*cuda, {32, 14, 14}, {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2}, 8, 4);
+  same_layer(*cuda, {32, 14, 14}, {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2}, 8,
+             4);
   same_layer(*cuda, {3136}, {.type = LayerType::dense, .units = 1024}, 8, 5);
   same_layer(*cuda, {1024}, {.type = LayerType::dense, .units = 10}, 8, 6);
   // And the corners: strides, no padding, odd sizes, overlapping pools, a batch of one, a 2-D input.
-  same_layer(*cuda, {3, 11, 9}, {.type = LayerType::conv2d, .filters = 5, .kernel = 3, .stride = 2, .padding = 0}, 3, 7);
+  same_layer(*cuda, {3, 11, 9}, {.type = LayerType::conv2d, .filters = 5, .kernel = 3, .stride = 2, .padding = 0}, 3,
+             7);
   same_layer(*cuda, {2, 1, 2}, {.type = LayerType::conv2d, .filters = 2, .kernel = 5, .stride = 1, .padding = 2}, 2, 8);
   same_layer(*cuda, {9, 7}, {.type = LayerType::conv2d, .filters = 4, .kernel = 3, .stride = 1, .padding = 1}, 1, 9);
   same_layer(*cuda, {3, 9, 9}, {.type = LayerType::maxpool, .stride = 2, .size = 3}, 2, 10);
@@ -270,14 +275,17 @@ TEST_CASE("CUDA gradients match finite differences, layer by layer and through a
     CHECK(r.worst <= 1.0);
   };
   constexpr double eps = 1e-2, atol = 2e-4, rtol = 2e-3;
-  require_close(check_layer(*cuda, layer_shape({7}, {.type = LayerType::dense, .units = 4}), 3, 1, "normal", eps, atol, rtol));
-  require_close(check_layer(*cuda, layer_shape({2, 3, 4}, {.type = LayerType::relu}), 3, 2, "away_from_zero", eps, atol, rtol));
+  require_close(
+      check_layer(*cuda, layer_shape({7}, {.type = LayerType::dense, .units = 4}), 3, 1, "normal", eps, atol, rtol));
+  require_close(
+      check_layer(*cuda, layer_shape({2, 3, 4}, {.type = LayerType::relu}), 3, 2, "away_from_zero", eps, atol, rtol));
   for (int stride : {1, 2})
     for (int padding : {0, 2})
-      require_close(check_layer(*cuda,
-                                layer_shape({2, 7, 6}, {.type = LayerType::conv2d, .filters = 3, .kernel = 3,
-                                                        .stride = stride, .padding = padding}),
-                                2, 3 + stride + padding, "normal", eps, atol, rtol));
+      require_close(check_layer(
+          *cuda,
+          layer_shape({2, 7, 6},
+                      {.type = LayerType::conv2d, .filters = 3, .kernel = 3, .stride = stride, .padding = padding}),
+          2, 3 + stride + padding, "normal", eps, atol, rtol));
   require_close(check_layer(*cuda, layer_shape({2, 6, 7}, {.type = LayerType::maxpool, .stride = 2, .size = 2}), 2, 7,
                             "distinct", eps, atol, rtol));
   require_close(check_layer(*cuda, layer_shape({2, 7, 7}, {.type = LayerType::maxpool, .stride = 2, .size = 3}), 2, 8,
@@ -304,7 +312,8 @@ TEST_CASE("a CNN trained on the CUDA backend follows the CPU backend's losses st
   CHECK(last < first / 2);
   const auto a = arena(*cpu), b = arena(*gpu);
   CHECK(relative_error(b, a) <= 1e-2);
-  CHECK(gpu->evaluate(gpu->train_set()).accuracy == doctest::Approx(cpu->evaluate(cpu->train_set()).accuracy).epsilon(0.02));
+  CHECK(gpu->evaluate(gpu->train_set()).accuracy ==
+        doctest::Approx(cpu->evaluate(cpu->train_set()).accuracy).epsilon(0.02));
 }
 
 TEST_CASE("on CUDA, the store follows the device, and a write into the store reaches the device") {
@@ -324,7 +333,8 @@ TEST_CASE("on CUDA, the store follows the device, and a write into the store rea
     for (float& v : t) v = 0.5f * v;
   });
   const auto halved = arena(*gpu);
-  for (std::size_t i = 0; i < halved.size(); ++i) REQUIRE(halved[i] == doctest::Approx(0.5f * trained[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < halved.size(); ++i)
+    REQUIRE(halved[i] == doctest::Approx(0.5f * trained[i]).epsilon(1e-5));
   cpu->params().assign(halved);
   CHECK(gpu->evaluate(test).loss == doctest::Approx(cpu->evaluate(test).loss).epsilon(1e-4));
 }
