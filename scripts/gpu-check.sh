@@ -31,7 +31,12 @@ step() { echo; echo "=== $*"; }
 step "machine"
 [ -d .gpu/data ] && [ -f .gpu/prefix.tar.xz ] || fail "no .gpu/ here: run scripts/gpu-pack.sh where apt works, and carry .gpu"
 export PATH="/usr/local/cuda/bin:$PATH"
-command -v nvcc >/dev/null || fail "no nvcc on PATH or in /usr/local/cuda/bin"
+if ! command -v nvcc >/dev/null; then
+  # A toolkit from pip's nvidia-* wheels keeps nvcc inside the Python environment.
+  nvcc=$(python3 -c "import nvidia, os; print(*[os.path.join(r, 'nvcc') for p in nvidia.__path__ for r, _, f in os.walk(p) if 'nvcc' in f and r.endswith('bin')][:1])" 2>/dev/null)
+  [ -n "$nvcc" ] && export PATH="$(dirname "$nvcc"):$PATH"
+fi
+command -v nvcc >/dev/null || fail "no nvcc on PATH, in /usr/local/cuda/bin or in the Python environment"
 command -v cmake >/dev/null || fail "no cmake"
 command -v ninja >/dev/null || fail "no ninja"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
