@@ -4,6 +4,7 @@
 // error. Errors go to stderr, one line each, starting with "error:".
 
 #include <CLI/CLI.hpp>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -15,11 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "actors/demo.hpp"
+#include "actors/metrics.hpp"
 #include "actors/node_handle.hpp"
+#include "actors/trainer.hpp"
 #include "actors/status.hpp"
 #include "actors/system_config.hpp"
 #include "config/config.hpp"
 #include "config/endpoint.hpp"
+#include "learner/checkpoint.hpp"
+#include "learner/dataset.hpp"
+#include "learner/learner.hpp"
+#include "learner/shard.hpp"
 
 namespace {
 
@@ -87,6 +95,10 @@ struct RunArgs {
   std::string seed;
   std::string listen;
   std::vector<std::string> overrides;
+  std::string name;      // stable across restarts: names the checkpoint file and the CSV rows
+  int shard_index = 0;   // data.shard node: this node's shard, of shard_count
+  int shard_count = 1;
+  bool resume = false;
 };
 
 std::atomic<int> stop_signal{0};
@@ -108,10 +120,12 @@ int run(const RunArgs& args) {
     if (!parsed) return fail(parsed.error());
     seed = parsed.value();
   }
-  if (cfg.learner.kind == config::LearnerKind::model)
-    return fail(config::Error{.source = args.config_file,
-                              .key = "learner.kind",
-                              .message = "expected probe: this build of run averages probe vectors only, found model"});
+  if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
+    return fail(kBadInput, "--shard-index must be in [0, --shard-count)");
+  // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen
+  // port, which a restart reuses (with port 0 the name changes; give --name then).
+  std::string name = args.name;
+  if (name.empty()) name = cfg.cluster.listen.port ? std::to_string(cfg.cluster.listen.port) : "0";
   configure_logging(cfg.metrics);
 
   // Signals only set a flag; the loop below turns it into a clean stop (Leave), which needs the actors.
@@ -120,9 +134,48 @@ int run(const RunArgs& args) {
 
   actors::SystemConfig system_config{cfg};
   caf::actor_system system{system_config};
+  // learner.kind model: the learner is made before the node, which averages its store.
+  std::shared_ptr<learner::Learner> trainee;
+  learner::Dataset test;
+  std::optional<actors::MetricsCsv> csv;
+  std::string checkpoint_path;
+  if (cfg.learner.kind == config::LearnerKind::model) {
+    auto train = learner::load_train_set(cfg.data);
+    if (!train) return fail(train.error());
+    auto loaded_test = learner::load_test_set(cfg.data);
+    if (!loaded_test) return fail(loaded_test.error());
+    test = std::move(loaded_test.value());
+    learner::Shard shard{.index = static_cast<std::size_t>(args.shard_index),
+                         .count = static_cast<std::size_t>(args.shard_count),
+                         .mode = cfg.data.shard,
+                         .method = cfg.data.shard_method,
+                         .seed = cfg.learner.seed};
+    auto created = learner::Learner::create(cfg.learner, learner::take_shard(std::move(train.value()), shard));
+    if (!created) return fail(created.error());
+    trainee = std::move(created.value());
+    if (auto ok = trainee->check(test); !ok) return fail(ok.error());
+    if (!cfg.checkpoint.dir.empty()) checkpoint_path = cfg.checkpoint.dir + "/node-" + name + ".ckpt";
+    if (args.resume) {
+      if (checkpoint_path.empty()) return fail(kBadInput, "--resume needs checkpoint.dir");
+      auto data = learner::read_checkpoint(checkpoint_path, trainee->params().signature());
+      if (!data) return fail(data.error());
+      actors::Trainer::restore(*trainee, data.value());
+      std::cout << "resumed from " << checkpoint_path << " at step " << data.value().step << std::endl;
+    }
+    if (!cfg.metrics.csv.empty()) {
+      auto opened = actors::MetricsCsv::open(cfg.metrics.csv, args.resume);
+      if (!opened) return fail(opened.error());
+      csv.emplace(std::move(opened.value()));
+    }
+  }
+
   actors::NodeOptions options;
   options.config = cfg;
   options.seed = seed;
+  // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
+  if (trainee) options.store = std::shared_ptr<learner::ParameterStore>(trainee, &trainee->params());
+  // allreduce.every_steps = n: the trainer grants each LineMaster of this node one round per n steps.
+  if (trainee && cfg.allreduce.every_steps > 0) options.round_budget = 0;
   auto started = actors::start_node(system, std::move(options));
   if (!started) return fail(started.error());
   const auto& node = started.value();
@@ -143,9 +196,40 @@ int run(const RunArgs& args) {
   }
   std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
 
+  std::unique_ptr<actors::Trainer> trainer;
+  if (trainee) {
+    actors::TrainerSetup setup;
+    setup.learner = trainee;
+    setup.test = std::move(test);
+    setup.every_steps = cfg.allreduce.every_steps;
+    setup.rounds = [node] { return node.stats().total().rounds_done; };
+    const auto dims = static_cast<std::uint32_t>(node.stats().dims.size());
+    setup.grant_round = [node, dims] {
+      for (std::uint32_t d = 0; d < dims; ++d) node.grant_rounds(d, 1);
+    };
+    setup.on_epoch = [&csv, name](const actors::EpochReport& report) {
+      std::cout << actors::progress_line(report) << std::endl;
+      if (csv) csv->write(name, report);
+    };
+    setup.checkpoint_path = checkpoint_path;
+    setup.checkpoint_every = cfg.checkpoint.every;
+    trainer = std::make_unique<actors::Trainer>(std::move(setup));
+    trainer->start();
+  }
+
   while (!node.wait_for(std::chrono::milliseconds(100))) {
     if (stop_signal.load()) {
       spdlog::info("signal {}: leaving the cluster", stop_signal.load());
+      if (trainer) trainer->stop(), trainer->join();
+      node.stop();
+      node.wait();
+      return kOk;
+    }
+    // A node that finished training leaves at once rather than serving rounds: the others' lines rebalance
+    // without it (DESIGN.md, membership), and its final model no longer pulls theirs.
+    if (trainer && trainer->done()) {
+      trainer->join();
+      std::cout << "final test_accuracy " << trainer->final_accuracy() << std::endl;
       node.stop();
       node.wait();
       return kOk;
@@ -178,6 +262,12 @@ int status(const StatusArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Every allreduce chunk arrives in a fresh buffer of up to max_chunk_floats floats. glibc serves blocks over
+  // 128 KiB with mmap and returns them on free, so each message would fault in new pages (slow on these
+  // machines: ~10 us per 4 KiB page). Keep such blocks in the heap, and the heap from shrinking, so they are
+  // reused warm.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"gridnode: one node of a gridtrain cluster (elastic, grid-structured training)", "gridnode"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "gridnode 0.1.0");
@@ -195,6 +285,17 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--seed", run_args.seed, "HOST:PORT of any node of the cluster to join");
   run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
   run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
+  run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port)");
+  run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
+  run_cmd->add_option("--shard-count", run_args.shard_count, "How many shards the training set is cut into (default 1)");
+  run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
+
+  actors::DemoArgs demo_args;
+  auto* demo_cmd = app.add_subcommand("demo", "Train a local cluster of N node processes on Fashion-MNIST");
+  demo_cmd->add_option("--nodes", demo_args.nodes, "Node processes (default 4)");
+  demo_cmd->add_option("--epochs", demo_args.epochs, "Epochs of each node over its shard");
+  demo_cmd->add_option("--out", demo_args.out, "Output directory (default demo-out)");
+  demo_cmd->add_option("--set", demo_args.overrides, "Override a key of the demo's config (repeatable)");
 
   StatusArgs status_args;
   auto* status_cmd = app.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
@@ -217,6 +318,7 @@ int main(int argc, char** argv) {
     if (check_cmd->parsed()) return check_config(check_args);
     if (run_cmd->parsed()) return run(run_args);
     if (status_cmd->parsed()) return status(status_args);
+    if (demo_cmd->parsed()) return actors::demo(demo_args, argv[0]);
   } catch (const std::exception& e) {
     return fail(kInternal, e.what());
   }
