@@ -229,7 +229,9 @@ int run(const RunArgs& args) {
     // without it (DESIGN.md, membership), and its final model no longer pulls theirs.
     if (trainer && trainer->done()) {
       trainer->join();
-      std::cout << "final test_accuracy " << trainer->final_accuracy() << std::endl;
+      char line[64];
+      std::snprintf(line, sizeof line, "final test_accuracy %.4f", trainer->final_accuracy());
+      std::cout << line << std::endl;
       node.stop();
       node.wait();
       return kOk;
