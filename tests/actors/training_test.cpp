@@ -1,0 +1,173 @@
+// Training beside averaging, in-process: Trainers on Learners whose stores a cluster of Nodes averages.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/metrics.hpp"
+#include "actors/trainer.hpp"
+#include "cluster_harness.hpp"
+#include "learner/learner.hpp"
+#include "learner/shard.hpp"
+
+using namespace gridtrain;
+using config::LayerType;
+
+namespace {
+
+// Ten classes of 16-float samples: class c is a noisy bump at float c. Learnable, but not in one step.
+learner::Dataset synthetic(std::size_t count, std::uint32_t seed) {
+  learner::Dataset d;
+  d.sample_shape = {1, 4, 4};
+  d.sample_floats = 16;
+  d.count = count;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.5f);
+  for (std::size_t i = 0; i < count; ++i) {
+    int label = static_cast<int>(i % 10);
+    d.labels.push_back(label);
+    for (int j = 0; j < 16; ++j) d.images.push_back(noise(rng) + (j == label ? 2.0f : 0.0f));
+  }
+  return d;
+}
+
+config::Config training_config(double alpha, int epochs) {
+  auto c = testing::cluster_config(2, alpha, 64);
+  c.learner.kind = config::LearnerKind::model;
+  c.learner.device = config::Device::cpu;
+  c.learner.threads = 1;
+  c.learner.epochs = epochs;
+  c.learner.batch = 16;
+  c.learner.model.input = {1, 4, 4};
+  c.learner.model.layers = {{.type = LayerType::flatten},
+                            {.type = LayerType::dense, .units = 24},
+                            {.type = LayerType::relu},
+                            {.type = LayerType::dense, .units = 10},
+                            {.type = LayerType::softmax_cross_entropy}};
+  return c;
+}
+
+std::shared_ptr<learner::Learner> make_learner(const config::Config& c, const learner::Dataset& train, int index,
+                                               int count) {
+  learner::Shard shard{.index = static_cast<std::size_t>(index), .count = static_cast<std::size_t>(count),
+                       .seed = c.learner.seed};
+  auto created = learner::Learner::create(c.learner, learner::take_shard(train, shard));
+  REQUIRE(created.ok());
+  return std::move(created.value());
+}
+
+struct Run {
+  std::vector<std::vector<float>> params;  // each node's, at the end
+  std::vector<double> accuracy;
+  std::vector<actors::EpochReport> last;  // each node's last epoch report
+};
+
+// Four nodes on quarters of `train`; with alpha > 0 in one in-process cluster, else alone.
+Run train_four(double alpha, int epochs) {
+  const auto train = synthetic(1600, 1);
+  const auto test = synthetic(200, 2);
+  auto c = training_config(alpha > 0 ? alpha : 0.5, epochs);
+  std::unique_ptr<testing::TestCluster> cluster;
+  if (alpha > 0) cluster = std::make_unique<testing::TestCluster>(c);
+  std::vector<std::shared_ptr<learner::Learner>> learners;
+  std::vector<actors::NodeHandle> nodes;
+  for (int i = 0; i < 4; ++i) {
+    learners.push_back(make_learner(c, train, i, 4));
+    if (cluster)
+      nodes.push_back(cluster->add(static_cast<std::uint64_t>(i + 1),
+                                   std::shared_ptr<learner::ParameterStore>(learners[i], &learners[i]->params())));
+  }
+  Run run;
+  run.last.resize(4);
+  std::mutex m;
+  std::vector<std::unique_ptr<actors::Trainer>> trainers;
+  for (int i = 0; i < 4; ++i) {
+    actors::TrainerSetup setup;
+    setup.learner = learners[i];
+    setup.test = test;
+    if (cluster) setup.rounds = [h = nodes[i]] { return h.stats().total().rounds_done; };
+    setup.on_epoch = [&run, &m, &nodes, i](const actors::EpochReport& r) {
+      {
+        std::lock_guard lock(m);
+        run.last[i] = r;
+      }
+      // Machines are noisy: an epoch may end before a round does. Waiting here for one more round makes every
+      // later epoch see at least one, so that its tau is finite whatever the timing.
+      if (!nodes.empty())
+        testing::eventually([h = nodes[i], r] { return h.stats().total().rounds_done > r.rounds; });
+    };
+    trainers.push_back(std::make_unique<actors::Trainer>(std::move(setup)));
+  }
+  for (auto& t : trainers) t->start();
+  for (auto& t : trainers) t->join();
+  // Stop the averaging before reading, so that what is compared is one moment's parameters.
+  if (cluster)
+    for (int i = 0; i < 4; ++i) cluster->stop(static_cast<std::uint64_t>(i + 1));
+  for (int i = 0; i < 4; ++i) {
+    run.params.push_back(testing::read(learners[i]->params()));
+    run.accuracy.push_back(trainers[i]->final_accuracy());
+  }
+  return run;
+}
+
+// The largest distance of a node's parameters from the nodes' mean, relative to the mean's norm.
+double spread(const std::vector<std::vector<float>>& params) {
+  std::vector<double> mean(params[0].size(), 0.0);
+  for (const auto& p : params)
+    for (std::size_t j = 0; j < p.size(); ++j) mean[j] += p[j] / static_cast<double>(params.size());
+  double norm = 0, worst = 0;
+  for (double v : mean) norm += v * v;
+  for (const auto& p : params) {
+    double d = 0;
+    for (std::size_t j = 0; j < p.size(); ++j) d += (p[j] - mean[j]) * (p[j] - mean[j]);
+    worst = std::max(worst, std::sqrt(d));
+  }
+  return worst / std::sqrt(norm);
+}
+
+}  // namespace
+
+TEST_CASE("four nodes training beside elastic averaging all learn, stay closer than nodes alone, and report tau") {
+  auto averaged = train_four(0.3, 6);
+  auto alone = train_four(0, 6);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(averaged.accuracy[i] > 0.5);  // chance is 0.1
+    CHECK(averaged.last[i].epoch == 6);
+    CHECK(averaged.last[i].rounds > 0);
+    CHECK(std::isfinite(averaged.last[i].tau));
+    CHECK(averaged.last[i].tau > 0);
+    CHECK(std::isinf(alone.last[i].tau));  // no rounds: no elastic update to count steps by
+  }
+  CHECK(spread(averaged.params) < 0.5 * spread(alone.params));
+}
+
+TEST_CASE("a checkpoint's state restored into a fresh learner continues the same run") {
+  const auto train = synthetic(200, 3);
+  auto c = training_config(0.5, 3);
+  auto a = make_learner(c, train, 0, 1);
+  for (int i = 0; i < 17; ++i) a->step();
+  auto saved = actors::Trainer::checkpoint_data(*a);
+  CHECK(saved.step == 17);
+  auto b = make_learner(c, train, 0, 1);
+  actors::Trainer::restore(*b, saved);
+  CHECK(b->steps() == 17);
+  CHECK(testing::read(b->params()) == testing::read(a->params()));
+  a->step();
+  b->step();
+  CHECK(testing::read(b->params()) == testing::read(a->params()));
+}
+
+TEST_CASE("the progress line and the CSV row carry every field, in a stable order") {
+  actors::EpochReport r{.epoch = 3, .samples = 4500, .time_s = 12.5, .samples_per_s = 1500, .loss = 0.25,
+                        .test_loss = 0.3, .test_accuracy = 0.875, .tau = 2.5, .rounds = 40};
+  CHECK(actors::progress_line(r) ==
+        "epoch 3 samples 4500 samples_per_s 1500 loss 0.2500 test_accuracy 0.8750 tau 2.50 rounds 40");
+  CHECK(actors::csv_row("n1", r) == "12.500,n1,3,4500,1500.0,0.25000,0.87500,2.500,40");
+  r.tau = INFINITY;
+  CHECK(actors::progress_line(r).find("tau inf rounds") != std::string::npos);
+  CHECK(actors::csv_row("n1", r).find(",0.87500,,40") != std::string::npos);
+}
