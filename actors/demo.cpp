@@ -99,6 +99,7 @@ int demo(const DemoArgs& args, const char* argv0) {
   for (int i = 0; i < args.nodes; ++i) {
     std::vector<std::string> argv{"run", "--config", config, "--listen", "127.0.0.1:0", "--name", std::to_string(i),
                                   "--shard-index", std::to_string(i), "--shard-count", std::to_string(args.nodes),
+                                  "--wait-members", std::to_string(args.nodes),
                                   "--set", "metrics.csv=" + dir + "/node-" + std::to_string(i) + ".csv"};
     if (!seed.empty()) argv.insert(argv.end(), {"--seed", seed});
     for (const auto& o : args.overrides) argv.insert(argv.end(), {"--set", o});

@@ -99,6 +99,7 @@ struct RunArgs {
   int shard_index = 0;   // data.shard node: this node's shard, of shard_count
   int shard_count = 1;
   bool resume = false;
+  int wait_members = 0;  // train only once the cluster has this many members (gridnode demo's start line)
 };
 
 std::atomic<int> stop_signal{0};
@@ -196,6 +197,14 @@ int run(const RunArgs& args) {
   }
   std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
 
+  // Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
+  // before the last has joined.
+  while (args.wait_members > 0 && !stop_signal.load()) {
+    auto grid = actors::query_status(system, node.actor());
+    if (grid && static_cast<int>(grid.value().nodes.size()) >= args.wait_members) break;
+    if (node.wait_for(std::chrono::milliseconds(100))) return fail(kInternal, "the node ended unexpectedly");
+  }
+
   std::unique_ptr<actors::Trainer> trainer;
   if (trainee) {
     actors::TrainerSetup setup;
@@ -290,6 +299,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port)");
   run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
   run_cmd->add_option("--shard-count", run_args.shard_count, "How many shards the training set is cut into (default 1)");
+  run_cmd->add_option("--wait-members", run_args.wait_members, "Start training once the cluster has N members");
   run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
 
   actors::DemoArgs demo_args;

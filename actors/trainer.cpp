@@ -62,6 +62,7 @@ void Trainer::run() {
   std::uint64_t epoch_rounds = setup_.rounds ? setup_.rounds() : 0;
   double loss_sum = 0;
   int loss_steps = 0;
+  bool reported = false;
   const auto every = static_cast<std::uint64_t>(std::max(setup_.every_steps, 0));
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));
   while (!l.done() && !stop_.load()) {
@@ -88,6 +89,7 @@ void Trainer::run() {
     r.tau = new_rounds ? static_cast<double>(l.steps() - epoch_steps) / static_cast<double>(new_rounds)
                        : std::numeric_limits<double>::infinity();
     final_accuracy_.store(eval.accuracy);
+    reported = true;
     if (setup_.on_epoch) setup_.on_epoch(r);
     epoch_start = now;
     epoch_samples = r.samples;
@@ -96,7 +98,8 @@ void Trainer::run() {
     loss_sum = 0;
     loss_steps = 0;
   }
-  if (l.epoch() == 0 || stop_.load()) final_accuracy_.store(l.evaluate(setup_.test).accuracy);
+  // Stopped mid-epoch, or resumed already done: the final accuracy is the current model's.
+  if (!reported || stop_.load()) final_accuracy_.store(l.evaluate(setup_.test).accuracy);
   if (ckpt_every && !setup_.checkpoint_path.empty()) write_checkpoint();
   done_.store(true);
 }

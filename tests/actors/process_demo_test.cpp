@@ -1,0 +1,161 @@
+// The training side of the real gridnode binary: checkpoints and --resume on small IDX files, and gridnode demo
+// on Fashion-MNIST (skipped where Debian's dataset-fashion-mnist is not installed).
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "process_harness.hpp"
+
+using namespace gridtrain::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string gridnode = GRIDNODE_PATH;
+constexpr auto kGenerous = std::chrono::seconds(120);
+
+void put_u32(std::ofstream& out, std::uint32_t v) {
+  const unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                              static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  out.write(reinterpret_cast<const char*>(b), 4);
+}
+
+// Plain IDX files of `count` 28x28 images, class c brighter in row c.
+void write_idx(const fs::path& images, const fs::path& labels, std::uint32_t count, std::uint32_t seed) {
+  std::ofstream im(images, std::ios::binary), lb(labels, std::ios::binary);
+  put_u32(im, 0x803);
+  put_u32(im, count);
+  put_u32(im, 28);
+  put_u32(im, 28);
+  put_u32(lb, 0x801);
+  put_u32(lb, count);
+  std::mt19937 rng(seed);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(i % 10);
+    lb.put(static_cast<char>(label));
+    for (int r = 0; r < 28; ++r)
+      for (int c = 0; c < 28; ++c) im.put(static_cast<char>((r == label + 5 ? 150 : 0) + rng() % 100));
+  }
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "gridtrain-training-XXXXXX").string();
+    path = mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// A one-node training config on small IDX files in `dir`, checkpointing into dir/ckpt every 5 steps.
+fs::path training_config(const fs::path& dir, int epochs) {
+  write_idx(dir / "train-images", dir / "train-labels", 300, 1);
+  write_idx(dir / "test-images", dir / "test-labels", 100, 2);
+  fs::create_directories(dir / "ckpt");
+  std::ofstream y(dir / "c.yaml");
+  y << "cluster:\n  listen: 127.0.0.1:0\n"
+    << "learner:\n  kind: model\n  device: cpu\n  threads: 1\n  batch: 32\n  epochs: " << epochs << "\n"
+    << "data:\n  train_images: " << (dir / "train-images").string() << "\n  train_labels: "
+    << (dir / "train-labels").string() << "\n  test_images: " << (dir / "test-images").string()
+    << "\n  test_labels: " << (dir / "test-labels").string() << "\n"
+    << "checkpoint:\n  dir: " << (dir / "ckpt").string() << "\n  every: 5\n";
+  return dir / "c.yaml";
+}
+
+std::size_t count_lines(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.starts_with(prefix);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a trained node resumed from its checkpoint continues from the saved step, not from the start") {
+  TempDir dir;
+  auto config = training_config(dir.path, 2);
+  auto first = run_command(gridnode, {"run", "--config", config.string(), "--name", "a"}, kGenerous);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(count_lines(first.output, "epoch ") == 2);
+  CHECK(count_lines(first.output, "final test_accuracy ") == 1);
+  REQUIRE(fs::exists(dir.path / "ckpt" / "node-a.ckpt"));
+
+  // 300 samples in batches of 32: 10 steps an epoch, so 2 epochs end at step 20.
+  auto resumed = run_command(
+      gridnode, {"run", "--config", config.string(), "--name", "a", "--resume", "--set", "learner.epochs=3"},
+      kGenerous);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.output.find("at step 20") != std::string::npos);
+  CHECK(count_lines(resumed.output, "epoch 3 ") == 1);
+  CHECK(count_lines(resumed.output, "epoch 1 ") == 0);
+}
+
+TEST_CASE("a corrupt checkpoint is refused with an error and exit code 2") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  auto first = run_command(gridnode, {"run", "--config", config.string(), "--name", "b"}, kGenerous);
+  REQUIRE(first.exit_code == 0);
+  {
+    const auto path = dir.path / "ckpt" / "node-b.ckpt";
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    REQUIRE(bytes.size() > 100);
+    bytes.back() = static_cast<char>(bytes.back() ^ 0x5a);  // the stored checksum no longer matches
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  auto resumed = run_command(gridnode, {"run", "--config", config.string(), "--name", "b", "--resume"}, kGenerous);
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 2);
+  CHECK(resumed.output.find("error: ") != std::string::npos);
+}
+
+TEST_CASE("--resume without a checkpoint directory is refused with exit code 2") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  auto r = run_command(gridnode, {"run", "--config", config.string(), "--resume", "--set", "checkpoint.dir=",
+                                  "--set", "checkpoint.every=0"},
+                       kGenerous);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("gridnode demo with two nodes for one epoch finishes, relays progress, and writes its CSV and plot") {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");
+    return;
+  }
+  TempDir dir;
+  auto out = dir.path / "demo";
+  auto r = run_command(gridnode, {"demo", "--nodes", "2", "--epochs", "1", "--out", out.string()},
+                       std::chrono::seconds(300));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(count_lines(r.output, "[node 0] epoch 1 ") == 1);
+  CHECK(count_lines(r.output, "[node 1] epoch 1 ") == 1);
+  CHECK(count_lines(r.output, "node 0: final test_accuracy ") == 1);
+  CHECK(count_lines(r.output, "node 1: final test_accuracy ") == 1);
+  std::ifstream csv(out / "metrics.csv");
+  std::stringstream text;
+  text << csv.rdbuf();
+  CHECK(count_lines(text.str(), "time_s,node,epoch,") == 1);
+  CHECK(count_lines(text.str(), "") == 3);  // the header and one row per node
+  std::ifstream png(out / "accuracy.png", std::ios::binary);
+  char magic[4] = {};
+  png.read(magic, 4);
+  CHECK(std::string(magic + 1, 3) == "PNG");
+  CHECK(fs::exists(out / "cluster.yaml"));
+}
