@@ -19,6 +19,7 @@
 #include "actors/demo.hpp"
 #include "actors/metrics.hpp"
 #include "actors/node_handle.hpp"
+#include "actors/prometheus_metrics.hpp"
 #include "actors/trainer.hpp"
 #include "actors/status.hpp"
 #include "actors/system_config.hpp"
@@ -205,6 +206,18 @@ int run(const RunArgs& args) {
     if (node.wait_for(std::chrono::milliseconds(100))) return fail(kInternal, "the node ended unexpectedly");
   }
 
+  std::unique_ptr<actors::PrometheusMetrics> prometheus;
+  if (cfg.metrics.listen) {
+    auto started_metrics = actors::PrometheusMetrics::start(*cfg.metrics.listen, name);
+    if (!started_metrics) {
+      node.stop();
+      node.wait();
+      return fail(started_metrics.error());
+    }
+    prometheus = std::move(started_metrics.value());
+    std::cout << "metrics on " << cfg.metrics.listen->host << ":" << prometheus->port() << "/metrics" << std::endl;
+  }
+
   std::unique_ptr<actors::Trainer> trainer;
   if (trainee) {
     actors::TrainerSetup setup;
@@ -216,9 +229,10 @@ int run(const RunArgs& args) {
     setup.grant_round = [node, dims] {
       for (std::uint32_t d = 0; d < dims; ++d) node.grant_rounds(d, 1);
     };
-    setup.on_epoch = [&csv, name](const actors::EpochReport& report) {
+    setup.on_epoch = [&csv, &prometheus, name](const actors::EpochReport& report) {
       std::cout << actors::progress_line(report) << std::endl;
       if (csv) csv->write(name, report);
+      if (prometheus) prometheus->update(report);
     };
     setup.checkpoint_path = checkpoint_path;
     setup.checkpoint_every = cfg.checkpoint.every;
@@ -226,7 +240,12 @@ int run(const RunArgs& args) {
     trainer->start();
   }
 
+  auto scraped = std::chrono::steady_clock::now();
   while (!node.wait_for(std::chrono::milliseconds(100))) {
+    if (prometheus && std::chrono::steady_clock::now() - scraped > std::chrono::seconds(1)) {
+      prometheus->update(node.stats());
+      scraped = std::chrono::steady_clock::now();
+    }
     if (stop_signal.load()) {
       spdlog::info("signal {}: leaving the cluster", stop_signal.load());
       if (trainer) trainer->stop(), trainer->join();
