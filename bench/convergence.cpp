@@ -6,6 +6,10 @@
 //   async    plain asynchronous averaging, α = 1
 //
 //   bench_convergence [--epochs E] [--nodes N] [--modes single,elastic,off,async] [--set key=value]...
+//                     [--cluster-set key=value]...
+//
+// --set applies to every mode, --cluster-set to the cluster modes only (e.g. their learning rate: N nodes that
+// average closely behave like one learner with an N times larger batch, which wants a larger rate).
 //
 // Prints one line per epoch (single node: samples, seconds, losses, accuracy; cluster: each node's progress
 // line) and a final table: each node's test accuracy per mode next to the single node's.
@@ -119,6 +123,7 @@ double run_single(const config::Config& cfg, const learner::Dataset& train, cons
 
 int main(int argc, char** argv) {
   std::vector<std::string> overrides{"learner.kind=model"};
+  std::vector<std::string> cluster_overrides;
   int epochs = 10;
   int nodes = 4;
   std::string modes = "single,elastic,off,async";
@@ -129,10 +134,12 @@ int main(int argc, char** argv) {
       nodes = std::stoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--modes") && i + 1 < argc) {
       modes = argv[++i];
+    } else if (!std::strcmp(argv[i], "--cluster-set") && i + 1 < argc) {
+      cluster_overrides.push_back(argv[++i]);
     } else if (!std::strcmp(argv[i], "--set") && i + 1 < argc) {
       overrides.push_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_convergence [--epochs E] [--nodes N] [--modes single,elastic,off,async] [--set key=value]...\n");
+      std::fprintf(stderr, "usage: bench_convergence [--epochs E] [--nodes N] [--modes single,elastic,off,async] [--set key=value]... [--cluster-set key=value]...\n");
       return 2;
     }
   }
@@ -153,7 +160,14 @@ int main(int argc, char** argv) {
   if (wants("single")) single = run_single(cfg.value(), train.value(), test.value(), epochs);
 
   std::map<std::string, std::vector<NodeResult>> results;
-  config::Config cluster = cfg.value();
+  auto cluster_overrides_all = overrides;
+  cluster_overrides_all.insert(cluster_overrides_all.end(), cluster_overrides.begin(), cluster_overrides.end());
+  auto cluster_cfg = config::load_string("{}", "<bench>", cluster_overrides_all);
+  if (!cluster_cfg) {
+    std::fprintf(stderr, "error: %s\n", cluster_cfg.error().to_string().c_str());
+    return 2;
+  }
+  config::Config cluster = cluster_cfg.value();
   cluster.grid.dims = 2;
   cluster.allreduce.reduce_threshold = cluster.allreduce.complete_threshold = cluster.allreduce.advance_threshold = 1;
   if (wants("elastic")) results["elastic"] = run_cluster(cluster, "elastic", nodes, 0.3, train.value(), test.value());
