@@ -40,6 +40,9 @@ std::string demo_config(int epochs) {
        "  kind: model\n"
        "  device: cpu\n"
        "  threads: 1\n"
+       "  # Nodes that average closely act like one learner with a larger batch: twice the one-node rate.\n"
+       "  optimizer:\n"
+       "    learning_rate: 0.04\n"
        "  epochs: "
     << epochs << "\n";
   return y.str();

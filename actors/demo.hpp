@@ -13,7 +13,7 @@ namespace gridtrain::actors {
 
 struct DemoArgs {
   int nodes = 4;
-  int epochs = 10;  // of each node over its 1/nodes shard: 4 nodes take about 11 s on 2 cores
+  int epochs = 10;  // of each node over its 1/nodes shard: 4 nodes take about 15 s on 2 cores
   std::string out = "demo-out";
   std::vector<std::string> overrides;  // --set key=value, passed on to every node
 };
