@@ -15,7 +15,9 @@
 
 #include "actors/metrics.hpp"
 #include "actors/prometheus_metrics.hpp"
+#include "actors/system_config.hpp"
 #include "actors/trainer.hpp"
+#include "actors/warm_start.hpp"
 #include "cluster_harness.hpp"
 #include "learner/learner.hpp"
 #include "learner/shard.hpp"
@@ -226,4 +228,43 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   CHECK(page.find(R"(gridtrain_train_loss{node="n7"} 0.5)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_test_accuracy{node="n7"} 0.75)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_samples_total{node="n7"} 1000)") != std::string::npos);
+}
+
+TEST_CASE("warm start copies a peer's model into the joining node's store, and refuses another model") {
+  auto c = training_config(0.3, 1);
+  actors::SystemConfig system_config{c};
+  caf::actor_system system{system_config};
+  auto peer_store = testing::make_store(30, 5.0f);
+  auto peer = system.spawn([peer_store]() -> caf::behavior { return actors::warm_params_handler(peer_store); });
+  auto joining = testing::make_store(30, -1.0f);
+  REQUIRE(testing::read(*joining) != testing::read(*peer_store));
+  auto copied = actors::fetch_model(system, peer, *joining);
+  CHECK(copied.ok());
+  CHECK(testing::read(*joining) == testing::read(*peer_store));
+
+  auto other = testing::make_store(31, 0.0f);  // another shape: another model
+  auto before = testing::read(*other);
+  CHECK_FALSE(actors::fetch_model(system, peer, *other).ok());
+  CHECK(testing::read(*other) == before);
+  caf::anon_send_exit(peer, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("warm start prefers a line peer, takes any member otherwise, and nobody when alone") {
+  auto member = [](std::uint64_t id, std::int32_t x, std::int32_t y) {
+    actors::NodeStatus n;
+    n.id = id;
+    n.coords = {x, y};
+    return n;
+  };
+  actors::ClusterStatus status;
+  status.nodes = {member(1, 0, 0), member(2, 1, 1), member(3, 1, 0)};
+  auto line_peer = actors::warm_start_peer(status, 2);
+  REQUIRE(line_peer);
+  CHECK(line_peer->id == 3);  // shares coordinate 0 with node 2; node 1 shares none
+  status.nodes = {member(1, 0, 0), member(2, 1, 1)};
+  auto any = actors::warm_start_peer(status, 2);
+  REQUIRE(any);
+  CHECK(any->id == 1);
+  status.nodes = {member(2, 1, 1)};
+  CHECK_FALSE(actors::warm_start_peer(status, 2));
 }
