@@ -69,6 +69,7 @@ void Trainer::run() {
     int epoch_before = l.epoch();
     loss_sum += l.step().loss;
     ++loss_steps;
+    if (setup_.progress) setup_.progress->samples.store(l.samples(), std::memory_order_relaxed);
     if (every && setup_.grant_round && l.steps() % every == 0) setup_.grant_round();
     if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) write_checkpoint();
     if (l.epoch() == epoch_before) continue;
@@ -89,6 +90,7 @@ void Trainer::run() {
     r.tau = new_rounds ? static_cast<double>(l.steps() - epoch_steps) / static_cast<double>(new_rounds)
                        : std::numeric_limits<double>::infinity();
     final_accuracy_.store(eval.accuracy);
+    if (setup_.progress) setup_.progress->test_accuracy.store(eval.accuracy, std::memory_order_relaxed);
     reported = true;
     if (setup_.on_epoch) setup_.on_epoch(r);
     epoch_start = now;

@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "actors/training_progress.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"
@@ -43,6 +44,7 @@ struct TrainerSetup {
   std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
   std::function<void()> grant_round;           // with every_steps > 0: one more round may start; may be empty
   std::function<void(const EpochReport&)> on_epoch;  // called on the training thread; may be empty
+  std::shared_ptr<TrainingProgress> progress;  // kept up to date for the Node's reports; may be null
   std::string checkpoint_path;  // "" = no checkpoints
   int checkpoint_every = 0;     // steps; 0 = none
 };
