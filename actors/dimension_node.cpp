@@ -1,0 +1,150 @@
+#include "actors/dimension_node.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+
+#include "actors/dropped.hpp"
+#include "actors/worker.hpp"
+
+namespace gridtrain::actors {
+
+namespace {
+
+using Self = caf::stateful_actor<DimensionNodeState>*;
+
+enum class Route { now, early, stale, foreign };
+
+Route classify(const DimensionNodeState& s, const allreduce::RoundKey& key) {
+  if (key.dim != s.setup.dim) return Route::foreign;
+  if (!s.line) return Route::early;
+  const auto incoming = std::tie(key.epoch, key.layout_version);
+  const auto current = std::tie(s.line->epoch, s.line->layout_version);
+  if (incoming < current) return Route::stale;
+  if (current < incoming) return Route::early;
+  return key.line == s.line->line ? Route::now : Route::foreign;
+}
+
+DimensionStats stats_of(const DimensionNodeState& s) {
+  DimensionStats out;
+  out.dim = s.setup.dim;
+  if (s.line) {
+    out.layout_version = s.line->layout_version;
+    out.line = s.line->line;
+    out.peers = static_cast<std::uint32_t>(s.line->peers.size());
+  }
+  out.rounds = s.own;
+  for (const auto& w : s.worker_stats) out.rounds += w;
+  return out;
+}
+
+// Where a round message goes, by its key; `message` is the whole message, passed on without copying its floats.
+void route(Self self, const allreduce::RoundKey& key, caf::message message) {
+  auto& s = self->state;
+  switch (classify(s, key)) {
+    case Route::now:
+      self->send(s.workers[key.round % s.line->settings.rounds_in_flight], std::move(message));
+      return;
+    case Route::early:
+      if (s.early.size() >= DimensionNodeState::max_early) {
+        s.early.pop_front();
+        ++s.own.stale_dropped;
+      }
+      s.early.push_back(std::move(message));
+      return;
+    case Route::stale:
+      ++s.own.stale_dropped;
+      return;
+    case Route::foreign:
+      log_dropped("dimension_node", s.own.malformed,
+                  "a round message for dim " + std::to_string(key.dim) + " line " + std::to_string(key.line));
+      return;
+  }
+}
+
+// Routes the message being handled, whose key is `key`, without copying its floats.
+void pass_on(Self self, allreduce::RoundKey key) {
+  route(self, key, self->current_mailbox_element()->move_content_to_message());
+}
+
+const allreduce::RoundKey* key_of(const caf::message& m) {
+  if (m.match_element<StartRound>(0)) return &m.get_as<StartRound>(0).key;
+  if (m.match_element<ScatterChunk>(0)) return &m.get_as<ScatterChunk>(0).key;
+  if (m.match_element<ReducedChunk>(0)) return &m.get_as<ReducedChunk>(0).key;
+  return nullptr;
+}
+
+// Why `line` cannot be ours, or "" if it can.
+std::string check_line(const DimensionNodeState& s, const StartLine& line) {
+  const LineSettings& c = line.settings;
+  if (line.dim != s.setup.dim) return "a StartLine for dim " + std::to_string(line.dim);
+  if (line.peers.empty() || line.peers.size() > (std::size_t{1} << 16)) return "a StartLine with no or too many peers";
+  if (!line.line_master) return "a StartLine without a LineMaster";
+  if (std::count_if(line.peers.begin(), line.peers.end(), [&](const LinePeer& p) { return p.node_id == s.setup.node_id; }) != 1)
+    return "a StartLine of a line we are not in exactly once";
+  if (std::any_of(line.peers.begin(), line.peers.end(), [](const LinePeer& p) { return !p.dimension_node; }))
+    return "a StartLine with a peer that has no handle";
+  if (c.model_floats != s.setup.store->size())
+    return "a StartLine for a model of " + std::to_string(c.model_floats) + " floats; ours has " +
+           std::to_string(s.setup.store->size());
+  if (c.rounds_in_flight < 1 || c.rounds_in_flight > DimensionNodeState::max_rounds_in_flight)
+    return "a StartLine with rounds_in_flight " + std::to_string(c.rounds_in_flight);
+  if (c.max_chunk_floats < 1 || c.model_floats / c.max_chunk_floats >= (std::uint64_t{1} << 31))
+    return "a StartLine with max_chunk_floats " + std::to_string(c.max_chunk_floats);
+  auto unit = [](double x) { return x > 0 && x <= 1; };  // false for NaN
+  if (!unit(c.reduce_threshold) || !unit(c.complete_threshold) || !unit(c.advance_threshold) ||
+      !(c.elastic_rate >= 0 && c.elastic_rate <= 1))
+    return "a StartLine with a threshold or elastic rate outside (0, 1]";
+  if (c.timeout_quorum && c.quorum_timeout_ms == 0) return "a StartLine with timeout quorum and no timeout";
+  return {};
+}
+
+}  // namespace
+
+caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, DimensionNodeSetup setup) {
+  self->state.setup = std::move(setup);
+  drop_unexpected(self);
+  return {
+      [self](const StartLine& line) {
+        auto& s = self->state;
+        if (const std::string why = check_line(s, line); !why.empty()) {
+          log_dropped("dimension_node", s.own.malformed, why);
+          return;
+        }
+        if (s.line && std::tie(line.epoch, line.layout_version) < std::tie(s.line->epoch, s.line->layout_version)) {
+          ++s.own.stale_dropped;
+          return;
+        }
+        s.line = line;
+        while (s.workers.size() < line.settings.rounds_in_flight) {
+          const auto slot = static_cast<std::uint32_t>(s.workers.size());
+          s.workers.push_back(self->spawn<caf::linked>(
+              worker, WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self)}));
+          s.worker_stats.emplace_back();
+        }
+        // Every worker, also those beyond this line's k: each drops its round of the old line.
+        for (const auto& w : s.workers) self->send(w, line);
+        std::deque<caf::message> early;
+        early.swap(s.early);
+        for (auto& m : early) {
+          const allreduce::RoundKey key = *key_of(m);  // before the message is moved into route()
+          route(self, key, std::move(m));
+        }
+      },
+      // The key is copied before the message is taken out of the mailbox: `m` may not outlive the move.
+      [self](const StartRound& m) { pass_on(self, m.key); },
+      [self](const ScatterChunk& m) { pass_on(self, m.key); },
+      [self](const ReducedChunk& m) { pass_on(self, m.key); },
+      [self](std::uint32_t slot, const RoundStats& stats) {
+        auto& s = self->state;
+        if (slot >= s.worker_stats.size()) return;
+        s.worker_stats[slot] = stats;
+      },
+      [self](stats_atom) { return stats_of(self->state); },
+  };
+}
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,48 @@
+#pragma once
+// DimensionNode: a node's member of its line in one grid dimension.
+//
+// It keeps: the node's current line in this dimension (from the line's LineMaster) and k Workers, its children.
+// It reacts to: StartLine (checked: a line must contain us and agree with our ParameterStore), and round messages,
+// which it routes by round key: the current line's round r goes to Worker r % k; an older line's is dropped and
+// counted; a newer line's waits (bounded) for its StartLine, which may arrive after a fast peer's first chunk.
+// It tells: its Workers. Its node asks for its DimensionStats (stats_atom).
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "learner/parameter_store.hpp"
+
+namespace gridtrain::actors {
+
+struct DimensionNodeSetup {
+  std::uint32_t dim = 0;
+  std::uint64_t node_id = 0;
+  std::shared_ptr<learner::ParameterStore> store;
+};
+
+struct DimensionNodeState {
+  static inline const char* name = "dimension_node";
+  // Messages of a line version we have not been told of, kept until its StartLine comes.
+  static constexpr std::size_t max_early = 4096;
+  // Workers per node and dimension, whatever a StartLine asks: bounds memory (a Round holds O(N) floats).
+  static constexpr std::uint32_t max_rounds_in_flight = 16;
+
+  DimensionNodeSetup setup;
+  std::optional<StartLine> line;
+  std::vector<caf::actor> workers;
+  std::vector<RoundStats> worker_stats;
+  RoundStats own;  // drops at routing
+  std::deque<caf::message> early;
+  std::uint64_t bad_messages = 0;
+};
+
+// Also answers stats_atom with its DimensionStats.
+caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, DimensionNodeSetup setup);
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,196 @@
+#include "actors/grid_master.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "actors/dropped.hpp"
+#include "actors/status.hpp"
+#include "actors/token_proof.hpp"
+
+namespace gridtrain::actors {
+
+static_assert(max_dims == static_cast<std::uint32_t>(grid::kMaxDims));
+
+namespace {
+
+using Self = caf::stateful_actor<GridMasterState>*;
+
+// Why `join` may not join, or "" if it may. The order matters: a stranger learns nothing of our model from a
+// join with a bad token.
+std::string refusal(const GridMasterState& s, const Join& join) {
+  if (join.protocol != protocol_version)
+    return "protocol version " + std::to_string(join.protocol) + " differs from the cluster's " +
+           std::to_string(protocol_version);
+  if (!token_proof_matches(s.setup.token, join.node_id, join.token_proof)) return "bad cluster token proof";
+  if (join.model_signature != s.setup.model_signature || join.model_floats != s.setup.model_floats)
+    return fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} with {}",
+                       join.model_signature, join.model_floats, s.setup.model_signature, s.setup.model_floats);
+  if (join.node_id == 0 || join.node_id == grid::kNoNode) return "invalid node id";
+  if (s.members.count(join.node_id)) return fmt::format("node id {:016x} is already in the cluster", join.node_id);
+  auto all_set = [](const std::vector<caf::actor>& v) {
+    return v.size() == max_dims && std::all_of(v.begin(), v.end(), [](const caf::actor& a) { return bool(a); });
+  };
+  if (!all_set(join.dimension_nodes) || !all_set(join.line_masters))
+    return "malformed join: expected " + std::to_string(max_dims) + " dimension nodes and line masters";
+  return {};
+}
+
+// Tells the lines what the delta changed: every stop before any start (LayoutDelta's contract).
+void apply(Self self, const grid::LayoutDelta& delta) {
+  auto& s = self->state;
+  for (const auto& [id, old_master] : delta.stopped) {
+    auto m = s.members.find(old_master);
+    if (m == s.members.end()) continue;  // it left, or died
+    self->send(m->second.line_masters[static_cast<std::size_t>(id.dim)],
+               StopLine{s.epoch, s.layout_version, static_cast<std::uint32_t>(id.dim), id.index});
+  }
+  for (const grid::LineState& line : delta.started) {
+    StartLine start{s.epoch, s.layout_version, static_cast<std::uint32_t>(line.id.dim), line.id.index, {},
+                    s.settings, {}};
+    const auto dim = static_cast<std::size_t>(line.id.dim);
+    for (grid::NodeId id : line.members) start.peers.push_back({id, s.members.at(id).dimension_nodes[dim]});
+    self->send(s.members.at(line.master).line_masters[dim], std::move(start));
+  }
+}
+
+GridState grid_state(const GridMasterState& s) {
+  GridState g{s.epoch, s.layout_version, static_cast<std::uint32_t>(s.layout.dims()), {}, {}};
+  for (int side : s.layout.shape()) g.shape.push_back(side);
+  for (const auto& [id, m] : s.members) {
+    MemberState ms{id, m.address, {}, {}, m.node};
+    if (s.layout.contains(id)) {
+      for (int x : s.layout.coords(id)) ms.coords.push_back(x);
+      for (int d = 0; d < s.layout.dims(); ++d)
+        if (s.layout.line(s.layout.line_of(id, d)).master == id) ms.masters.push_back(static_cast<std::uint32_t>(d));
+    }
+    g.members.push_back(std::move(ms));
+  }
+  return g;
+}
+
+// After every change: a new layout version, the lines told, and every node told (for status and failover).
+void changed(Self self, const grid::LayoutDelta& delta) {
+  auto& s = self->state;
+  ++s.layout_version;
+  apply(self, delta);
+  auto state = caf::make_message(grid_state(s));
+  for (const auto& [id, m] : s.members) self->send(m.node, state);
+}
+
+void remove(Self self, std::uint64_t id, const char* why) {
+  auto& s = self->state;
+  auto m = s.members.find(id);
+  if (m == s.members.end()) return;
+  self->demonitor(m->second.node);
+  s.members.erase(m);
+  const grid::LayoutDelta delta = s.layout.remove(id);
+  changed(self, delta);
+  spdlog::info("grid_master: node {:016x} {}; {} members, layout version {}", id, why, s.members.size(),
+               s.layout_version);
+}
+
+ClusterStatus status(const GridMasterState& s) {
+  const GridState g = grid_state(s);
+  ClusterStatus out{g.epoch, g.layout_version, g.dims, g.shape, {}};
+  std::vector<const std::vector<float>*> samples;
+  for (const MemberState& ms : g.members) {
+    NodeStatus n;
+    n.id = ms.node_id;
+    n.address = ms.address;
+    n.coords = ms.coords;
+    n.masters = ms.masters;
+    const auto& report = s.members.at(ms.node_id).report;
+    if (report) {
+      n.rounds_done = report->rounds_done;
+      n.param_mean = report->param_mean;
+      n.param_l2 = report->param_l2;
+      n.samples = report->samples;
+      n.test_accuracy = report->test_accuracy;
+      n.stale_dropped = report->stale_dropped;
+      n.quorum_shortfalls = report->quorum_shortfalls;
+    }
+    samples.push_back(report ? &report->sample.values : nullptr);
+    out.nodes.push_back(std::move(n));
+  }
+  const std::vector<double> distance = param_distances(samples, s.setup.model_floats);
+  for (std::size_t i = 0; i < out.nodes.size(); ++i) out.nodes[i].param_distance = distance[i];
+  return out;
+}
+
+}  // namespace
+
+LineSettings line_settings(const config::Config& config, std::uint64_t model_floats) {
+  const config::AllreduceConfig& a = config.allreduce;
+  LineSettings s;
+  s.model_floats = model_floats;
+  s.max_chunk_floats = static_cast<std::uint64_t>(a.max_chunk_floats);
+  s.reduce_threshold = a.reduce_threshold;
+  s.complete_threshold = a.complete_threshold;
+  s.advance_threshold = a.advance_threshold;
+  s.timeout_quorum = a.quorum == config::QuorumMode::timeout;
+  s.quorum_timeout_ms = static_cast<std::uint32_t>(a.quorum_timeout_ms);
+  s.elastic_rate = a.elastic_rate;
+  s.rounds_in_flight = static_cast<std::uint32_t>(config.grid.rounds_in_flight);
+  return s;
+}
+
+caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMasterSetup setup) {
+  auto& s = self->state;
+  s.setup = std::move(setup);
+  s.settings = line_settings(s.setup.config, s.setup.model_floats);
+  s.layout = s.setup.config.grid.dims ? grid::Layout::fixed(*s.setup.config.grid.dims)
+                                      : grid::Layout::automatic(s.setup.config.grid.max_line);
+  drop_unexpected(self);
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& s = self->state;
+    for (const auto& [id, m] : s.members) {
+      if (m.node.address() == down.source) {
+        remove(self, id, "is down");
+        return;
+      }
+    }
+  });
+  return {
+      [self](const Join& join) {
+        auto& s = self->state;
+        if (!join.node) {
+          log_dropped("grid_master", s.bad_messages, "a join without a node handle");
+          return;
+        }
+        if (const std::string why = refusal(s, join); !why.empty()) {
+          ++s.rejected;
+          spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
+          self->send(join.node, Reject{join.node_id, why});
+          return;
+        }
+        s.members.emplace(join.node_id,
+                          GridMasterState::Member{join.address, join.node, join.dimension_nodes, join.line_masters, {}});
+        self->monitor(join.node);
+        const grid::LayoutDelta delta = s.layout.add(join.node_id);
+        // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
+        changed(self, delta);
+        self->send(join.node, Welcome{join.node_id, s.epoch, config::to_yaml(s.setup.config),
+                                      caf::actor_cast<caf::actor>(self)});
+        spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id,
+                     join.address, s.members.size(), s.layout_version);
+      },
+      [self](const Leave& leave) {
+        if (leave.epoch == self->state.epoch) remove(self, leave.node_id, "left");
+        return left_atom::value;
+      },
+      [self](NodeReport& report) {
+        auto& s = self->state;
+        auto m = s.members.find(report.node_id);
+        if (m == s.members.end()) return;  // it left; the report was on its way
+        if (report.sample.values.size() > max_report_sample) {
+          log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
+          return;
+        }
+        m->second.report = std::move(report);
+      },
+      [self](status_atom) { return status(self->state); },
+  };
+}
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,411 @@
+#pragma once
+// Every message of the gridtrain protocol, in one place (DESIGN.md, "The actors").
+//
+// CAF 0.17 traps this file exists to avoid:
+// - A message type that is not registered is sent EMPTY, with only a log line. Every type here is registered in
+//   register_message_types() (CAF 0.17's form of a type-ID block); a test sends each one across a real
+//   connection and checks it arrives whole.
+// - std::vector<float> is serialized element by element (about 80 MB/s). FloatPayload moves raw bytes instead
+//   (apply_raw, about 1 GB/s). Floats travel in the host's byte order: every supported host is little-endian.
+//
+// Every round message carries the full round key (epoch, layout_version, dim, line, round), so a worker can drop
+// stale messages and catch up on newer ones. Peers are sent once per layout version (StartLine), not per message.
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allreduce/round_key.hpp"
+
+namespace gridtrain::allreduce {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RoundKey& x) {
+  return f(caf::meta::type_name("round_key"), x.epoch, x.layout_version, x.dim, x.line, x.round);
+}
+
+}  // namespace gridtrain::allreduce
+
+namespace gridtrain::actors {
+
+// Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
+// rejected.
+inline constexpr std::uint32_t protocol_version = 1;
+
+// Every node offers this many DimensionNodes and LineMasters, whatever its own config says: the cluster's
+// config, not the joiner's, decides how many dimensions the grid uses (grid::kMaxDims).
+inline constexpr std::uint32_t max_dims = 6;
+
+// The largest payload a peer may announce. A garbage length must not make us allocate gigabytes.
+inline constexpr std::uint64_t max_payload_floats = std::uint64_t{1} << 28;
+
+// A block of floats that crosses the wire as raw bytes.
+struct FloatPayload {
+  std::vector<float> values;
+  friend bool operator==(const FloatPayload&, const FloatPayload&) = default;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FloatPayload& x) {
+  if constexpr (requires { f.apply_raw(std::size_t{}, static_cast<void*>(nullptr)); }) {
+    std::uint64_t n = x.values.size();
+    if (auto err = f(n)) return err;
+    if constexpr (!Inspector::reads_state) {  // loading
+      if (n > max_payload_floats) return caf::make_error(caf::sec::invalid_argument, "payload too large");
+      x.values.resize(n);
+    }
+    return n == 0 ? caf::error{} : f.apply_raw(n * sizeof(float), x.values.data());
+  } else {
+    // Printing (logs, to_string): the size, not millions of numbers.
+    auto n = x.values.size();
+    return f(caf::meta::type_name("floats"), n);
+  }
+}
+
+// -- membership ------------------------------------------------------------------------------------------------
+
+// Node -> GridMaster (through any member, the seed). The handles let the GridMaster appoint the node's
+// LineMasters and tell them who their peers are.
+struct Join {
+  std::uint64_t node_id = 0;
+  std::string address;  // advertised host:port
+  std::uint64_t model_signature = 0;
+  std::uint64_t model_floats = 0;
+  std::uint32_t protocol = 0;
+  std::string token_proof;  // token_proof(token, node_id); never the token itself
+  caf::actor node;
+  std::vector<caf::actor> dimension_nodes;  // max_dims of them, dimension d at index d
+  std::vector<caf::actor> line_masters;     // likewise
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Join& x) {
+  return f(caf::meta::type_name("join"), x.node_id, x.address, x.model_signature, x.model_floats, x.protocol,
+           x.token_proof, x.node, x.dimension_nodes, x.line_masters);
+}
+
+// GridMaster -> Node: you are in. The run config is the cluster's (YAML text), not the joiner's own.
+struct Welcome {
+  std::uint64_t node_id = 0;
+  std::uint64_t epoch = 0;
+  std::string run_config;
+  caf::actor grid_master;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Welcome& x) {
+  return f(caf::meta::type_name("welcome"), x.node_id, x.epoch, x.run_config, x.grid_master);
+}
+
+// GridMaster -> Node: you are not in, and why (the node prints it and exits with code 3).
+struct Reject {
+  std::uint64_t node_id = 0;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Reject& x) {
+  return f(caf::meta::type_name("reject"), x.node_id, x.reason);
+}
+
+// Node -> GridMaster on clean shutdown, as a request: the GridMaster answers left_atom once the node is out.
+struct Leave {
+  std::uint64_t node_id = 0;
+  std::uint64_t epoch = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Leave& x) {
+  return f(caf::meta::type_name("leave"), x.node_id, x.epoch);
+}
+
+// How a node's attempt to join ended (the Node's answer to outcome_atom).
+enum class JoinResult : std::uint8_t {
+  pending,      // no answer yet
+  welcomed,
+  rejected,     // the cluster said no; `reason` says why (gridnode exits 3)
+  unreachable,  // the seed could not be reached, or did not answer in time
+  stopped,      // the node was stopped before an answer came
+};
+
+std::string to_string(JoinResult result);
+
+struct JoinOutcome {
+  JoinResult result = JoinResult::pending;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JoinOutcome& x) {
+  return f(caf::meta::type_name("join_outcome"), x.result, x.reason);
+}
+
+// -- lines -----------------------------------------------------------------------------------------------------
+
+struct LinePeer {
+  std::uint64_t node_id = 0;
+  caf::actor dimension_node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LinePeer& x) {
+  return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node);
+}
+
+// How the rounds of a line run. The cluster's config decides, and the GridMaster ships it in every StartLine, so
+// every member of a line cuts the model the same way whatever its own config says.
+struct LineSettings {
+  std::uint64_t model_floats = 0;  // N: every member's ParameterStore holds this many floats
+  std::uint64_t max_chunk_floats = 1;
+  double reduce_threshold = 1;    // θr
+  double complete_threshold = 1;  // θc
+  double advance_threshold = 1;   // θa
+  bool timeout_quorum = false;    // allreduce.quorum: timeout
+  std::uint32_t quorum_timeout_ms = 0;
+  double elastic_rate = 1;  // α
+  std::uint32_t rounds_in_flight = 1;  // k
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LineSettings& x) {
+  return f(caf::meta::type_name("line_settings"), x.model_floats, x.max_chunk_floats, x.reduce_threshold,
+           x.complete_threshold, x.advance_threshold, x.timeout_quorum, x.quorum_timeout_ms, x.elastic_rate,
+           x.rounds_in_flight);
+}
+
+// GridMaster -> appointed LineMaster, then LineMaster -> every member's DimensionNode -> its Workers: the line's
+// members for this layout version, in peer-index order. Sent once per layout version.
+struct StartLine {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dim = 0;
+  std::uint64_t line = 0;
+  std::vector<LinePeer> peers;
+  LineSettings settings;
+  caf::actor line_master;  // where members report RoundDone; set by the LineMaster when it forwards
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StartLine& x) {
+  return f(caf::meta::type_name("start_line"), x.epoch, x.layout_version, x.dim, x.line, x.peers, x.settings,
+           x.line_master);
+}
+
+// GridMaster -> a LineMaster that lost its line (the line emptied, or another member masters it now).
+struct StopLine {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dim = 0;
+  std::uint64_t line = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StopLine& x) {
+  return f(caf::meta::type_name("stop_line"), x.epoch, x.layout_version, x.dim, x.line);
+}
+
+// -- rounds ----------------------------------------------------------------------------------------------------
+
+// LineMaster -> members' DimensionNodes: begin round key.round.
+struct StartRound {
+  allreduce::RoundKey key;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StartRound& x) {
+  return f(caf::meta::type_name("start_round"), x.key);
+}
+
+// Worker -> peer's DimensionNode (routed to its Worker slot): our contribution to the peer's block.
+// `offset` is absolute in the model vector.
+struct ScatterChunk {
+  allreduce::RoundKey key;
+  std::uint32_t from = 0;  // sender's peer index
+  std::uint64_t offset = 0;
+  FloatPayload data;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ScatterChunk& x) {
+  return f(caf::meta::type_name("scatter_chunk"), x.key, x.from, x.offset, x.data);
+}
+
+// Worker -> every peer: the mean of one chunk of the sender's block, over `count` contributions.
+struct ReducedChunk {
+  allreduce::RoundKey key;
+  std::uint32_t from = 0;
+  std::uint64_t offset = 0;
+  std::uint32_t count = 0;
+  FloatPayload data;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ReducedChunk& x) {
+  return f(caf::meta::type_name("reduced_chunk"), x.key, x.from, x.offset, x.count, x.data);
+}
+
+// Worker -> LineMaster: this peer finished the round (completed, or finished early by catch-up).
+struct RoundDone {
+  allreduce::RoundKey key;
+  std::uint32_t from = 0;
+  std::uint32_t chunks_missing = 0;  // chunks with no reduced value at completion
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RoundDone& x) {
+  return f(caf::meta::type_name("round_done"), x.key, x.from, x.chunks_missing);
+}
+
+// -- grid state, reports, status -------------------------------------------------------------------------------
+
+struct MemberState {
+  std::uint64_t node_id = 0;
+  std::string address;
+  std::vector<std::int32_t> coords;
+  std::vector<std::uint32_t> masters;  // dimensions whose line this node masters
+  caf::actor node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, MemberState& x) {
+  return f(caf::meta::type_name("member_state"), x.node_id, x.address, x.coords, x.masters, x.node);
+}
+
+// GridMaster -> every node on each change: what a successor would need to take over (failover).
+struct GridState {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dims = 0;
+  std::vector<std::int32_t> shape;
+  std::vector<MemberState> members;  // ascending by node_id
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GridState& x) {
+  return f(caf::meta::type_name("grid_state"), x.epoch, x.layout_version, x.dims, x.shape, x.members);
+}
+
+// Node -> GridMaster, periodically: what `gridnode status` shows about the node.
+struct NodeReport {
+  std::uint64_t node_id = 0;
+  std::uint64_t rounds_done = 0;
+  double param_mean = 0;
+  double param_l2 = 0;
+  std::uint64_t samples = 0;
+  double test_accuracy = -1;  // < 0: not evaluated yet
+  std::uint64_t stale_dropped = 0;
+  std::uint64_t quorum_shortfalls = 0;
+  // The parameters at report_sample_indices(N): enough for the GridMaster to estimate each node's distance to
+  // the cluster mean without shipping whole models.
+  FloatPayload sample;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeReport& x) {
+  return f(caf::meta::type_name("node_report"), x.node_id, x.rounds_done, x.param_mean, x.param_l2, x.samples,
+           x.test_accuracy, x.stale_dropped, x.quorum_shortfalls, x.sample);
+}
+
+// One node as `gridnode status` shows it. The report fields are 0 (test_accuracy -1) until a report came.
+struct NodeStatus {
+  std::uint64_t id = 0;
+  std::string address;
+  std::vector<std::int32_t> coords;
+  std::vector<std::uint32_t> masters;
+  std::uint64_t rounds_done = 0;
+  double param_mean = 0;
+  double param_l2 = 0;
+  std::uint64_t samples = 0;
+  double test_accuracy = -1;
+  double param_distance = -1;  // < 0: unknown (no report yet)
+  std::uint64_t stale_dropped = 0;
+  std::uint64_t quorum_shortfalls = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeStatus& x) {
+  return f(caf::meta::type_name("node_status"), x.id, x.address, x.coords, x.masters, x.rounds_done,
+           x.param_mean, x.param_l2, x.samples, x.test_accuracy, x.param_distance, x.stale_dropped,
+           x.quorum_shortfalls);
+}
+
+// The GridMaster's answer to status_atom: the live grid.
+struct ClusterStatus {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dims = 0;
+  std::vector<std::int32_t> shape;
+  std::vector<NodeStatus> nodes;  // ascending by id
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ClusterStatus& x) {
+  return f(caf::meta::type_name("cluster_status"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes);
+}
+
+// -- counters (answers to stats_atom; also pushed from Worker to DimensionNode to Node) ---------------------------
+
+struct RoundStats {
+  std::uint64_t rounds_done = 0;       // completed, including those finished early by catch-up
+  std::uint64_t caught_up = 0;         // finished early because a newer round of the line arrived
+  std::uint64_t abandoned = 0;         // dropped unfinished because the line changed
+  std::uint64_t stale_dropped = 0;     // messages of a round or line version we have left behind
+  std::uint64_t malformed = 0;         // messages that could not belong to our line or round
+  std::uint64_t quorum_shortfalls = 0; // rounds completed with a chunk averaged over fewer than p, or missing
+
+  RoundStats& operator+=(const RoundStats& o);
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RoundStats& x) {
+  return f(caf::meta::type_name("round_stats"), x.rounds_done, x.caught_up, x.abandoned, x.stale_dropped,
+           x.malformed, x.quorum_shortfalls);
+}
+
+// A DimensionNode's counters (its workers' summed with its own) and its current line.
+struct DimensionStats {
+  std::uint32_t dim = 0;
+  std::uint64_t layout_version = 0;  // of the current line; 0 = none yet
+  std::uint64_t line = 0;
+  std::uint32_t peers = 0;
+  RoundStats rounds;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DimensionStats& x) {
+  return f(caf::meta::type_name("dimension_stats"), x.dim, x.layout_version, x.line, x.peers, x.rounds);
+}
+
+struct NodeStats {
+  std::uint64_t node_id = 0;
+  bool member = false;  // welcomed and not yet left
+  std::vector<DimensionStats> dims;  // max_dims entries, dimension d at index d
+  std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
+  RoundStats total() const;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
+  return f(caf::meta::type_name("node_stats"), x.node_id, x.member, x.dims, x.bad_messages);
+}
+
+// -- atoms (requests and signals without a body) -----------------------------------------------------------------
+
+using status_atom = caf::atom_constant<caf::atom("status")>;      // -> ClusterStatus (Node, GridMaster)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;        // -> NodeStats / DimensionStats / RoundStats
+using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave
+using tick_atom = caf::atom_constant<caf::atom("tick")>;          // Node: time to report
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // Worker: the quorum timeout passed
+using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
+using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known
+using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave cleanly and end
+using grant_atom = caf::atom_constant<caf::atom("grant")>;        // test hook: (dim, n) more rounds per line
+using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;
+using abandon_atom = caf::atom_constant<caf::atom("abandon")>;    // DimensionNode -> Worker: drop the round
+
+// Registers every type above with the actor system. Call it before the actor system is created.
+void register_message_types(caf::actor_system_config& cfg);
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,104 @@
+#include "actors/node_handle.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <fmt/format.h>
+
+#include <random>
+
+#include "actors/node.hpp"
+#include "actors/token_proof.hpp"
+#include "grid/layout.hpp"
+#include "learner/probe.hpp"
+
+namespace gridtrain::actors {
+
+NodeHandle::NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port,
+                       std::string address, std::shared_ptr<learner::ParameterStore> store,
+                       std::shared_future<JoinOutcome> outcome)
+    : system_(&system), node_(std::move(node)), id_(id), port_(port), address_(std::move(address)),
+      store_(std::move(store)), outcome_(std::move(outcome)) {}
+
+JoinOutcome NodeHandle::wait_joined() const {
+  try {
+    return outcome_.get();
+  } catch (const std::future_error&) {
+    return {JoinResult::stopped, "the node ended before its join was decided"};
+  }
+}
+
+void NodeHandle::stop() const { caf::anon_send(node_, stop_atom::value); }
+
+void NodeHandle::kill() const { caf::anon_send_exit(node_, caf::exit_reason::kill); }
+
+void NodeHandle::wait() const {
+  caf::scoped_actor self{*system_};
+  self->wait_for(node_);
+}
+
+bool NodeHandle::wait_for(std::chrono::milliseconds timeout) const {
+  caf::scoped_actor self{*system_};
+  self->monitor(node_);
+  bool ended = false;
+  self->receive([&](caf::down_msg&) { ended = true; }, caf::after(timeout) >> [] {});
+  return ended;
+}
+
+NodeStats NodeHandle::stats() const {
+  caf::scoped_actor self{*system_};
+  NodeStats stats;
+  self->request(node_, std::chrono::seconds(10), stats_atom::value)
+      .receive([&](NodeStats& x) { stats = std::move(x); }, [](caf::error&) {});
+  return stats;
+}
+
+void NodeHandle::grant_rounds(std::uint32_t dim, std::uint64_t rounds) const {
+  caf::anon_send(node_, grant_atom::value, dim, rounds);
+}
+
+namespace {
+
+std::uint64_t random_node_id() {
+  std::random_device device;
+  std::mt19937_64 bits((std::uint64_t{device()} << 32) ^ device());
+  for (;;) {
+    const std::uint64_t id = bits();
+    if (id != 0 && id != grid::kNoNode) return id;
+  }
+}
+
+}  // namespace
+
+config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
+  auto token = read_token(options.config.cluster.token_file);
+  if (!token) return token.error();
+  const std::uint64_t id = options.node_id != 0 ? options.node_id : random_node_id();
+  if (!options.store) {
+    if (options.config.learner.kind != config::LearnerKind::probe)
+      return config::Error{.key = "learner.kind",
+                           .message = "learner.kind model needs the learner's ParameterStore, and none was given"};
+    options.store = learner::make_probe_store(options.config.learner, id);
+  }
+  auto outcome = std::make_shared<std::promise<JoinOutcome>>();
+  std::shared_future<JoinOutcome> decided = outcome->get_future().share();
+  NodeSetup setup{options.config, id, std::move(token).value(), options.store, options.seed_node, options.seed,
+                  options.report_interval, options.join_timeout, options.round_budget, std::move(outcome)};
+  caf::actor actor = system.spawn(node, std::move(setup));
+  std::uint16_t port = 0;
+  std::string address = fmt::format("local:{:016x}", id);
+  if (options.listen) {
+    const config::Endpoint& listen = options.config.cluster.listen;
+    auto bound = system.middleman().publish(actor, listen.port, listen.host.c_str());
+    if (!bound) {
+      caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+      return config::Error{.key = "cluster.listen",
+                           .message = "cannot listen on " + listen.to_string() + ": " + system.render(bound.error())};
+    }
+    port = *bound;
+    address = config::Endpoint{listen.host, port}.to_string();
+  }
+  caf::anon_send(actor, begin_atom::value, address);
+  return NodeHandle{system, std::move(actor), id, port, std::move(address), std::move(options.store),
+                    std::move(decided)};
+}
+
+}  // namespace gridtrain::actors

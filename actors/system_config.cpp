@@ -1,0 +1,22 @@
+#include "actors/system_config.hpp"
+
+#include <caf/io/middleman.hpp>
+
+#include <chrono>
+
+#include "actors/messages.hpp"
+
+namespace gridtrain::actors {
+
+SystemConfig::SystemConfig(const config::Config& config) {
+  load<caf::io::middleman>();
+  register_message_types(*this);
+  set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(config.cluster.heartbeat_ms)});
+  set("middleman.connection-timeout",
+      caf::timespan{std::chrono::milliseconds(config.cluster.connection_timeout_ms)});
+  set("middleman.enable-automatic-connections", true);
+  set("scheduler.policy", caf::atom("sharing"));
+  set("scheduler.max-throughput", std::size_t{max_throughput});
+}
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,33 @@
+#pragma once
+// The CAF actor system configuration for a gridtrain process: made from the run config, with every message type
+// registered and the middleman (remoting) loaded.
+//
+//   actors::SystemConfig cfg{config};
+//   caf::actor_system system{cfg};   // cfg must outlive system
+
+#include <caf/actor_system_config.hpp>
+
+#include "config/config.hpp"
+
+namespace gridtrain::actors {
+
+class SystemConfig : public caf::actor_system_config {
+ public:
+  // Sets, besides registering every message type:
+  // - middleman.heartbeat-interval and middleman.connection-timeout from cluster.heartbeat_ms and
+  //   cluster.connection_timeout_ms. CAF 0.17 defaults the heartbeat to 0, and then a stalled peer is never
+  //   declared down.
+  // - middleman.enable-automatic-connections = true. Without it, a node that learns of a peer through a third
+  //   node (every worker learns its line peers through the GridMaster) reaches that peer THROUGH the third node:
+  //   measured with three actor systems, B's messages to C were relayed by A and stopped when A went away. With
+  //   it, B opens a direct connection to C. system_config_test.cpp holds this.
+  // - scheduler.policy = sharing (one FIFO queue), and at most max_throughput messages per actor per turn.
+  //   CAF's default, work stealing, puts an actor woken by another actor at the FRONT of the thread's queue:
+  //   while rounds ran back to back, the actors that pass round messages kept both threads busy and a request
+  //   from outside (a status query, the report timer) waited behind them for minutes. Sharing is fair.
+  explicit SystemConfig(const config::Config& config);
+
+  static constexpr std::size_t max_throughput = 64;
+};
+
+}  // namespace gridtrain::actors

@@ -1,0 +1,47 @@
+#pragma once
+// Worker: drives one allreduce::Round at a time for its DimensionNode (slot r % k runs round r).
+//
+// It keeps: the line (peers, our index, the LineMaster) and the current Round, which it keeps after completion
+// so that slower peers still get our block's mean, until the next round of this slot replaces it.
+// It reacts to: StartLine (a new line drops the current round: abandoned, no update), StartRound and the peers'
+// chunks. A message of an older round is dropped and counted; one of a newer round makes it finish the current
+// round with what it has (BIDMach's catchUp) and start the newer one. In timeout quorum mode a deadline message,
+// sent to itself when the round starts, lets the round go on with a quorum.
+// It tells: the peers' DimensionNodes (chunks), the LineMaster (RoundDone) and its parent (its RoundStats).
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "actors/messages.hpp"
+#include "allreduce/round.hpp"
+#include "learner/parameter_store.hpp"
+
+namespace gridtrain::actors {
+
+struct WorkerSetup {
+  std::uint32_t dim = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t node_id = 0;
+  std::shared_ptr<learner::ParameterStore> store;
+  caf::actor parent;  // gets (slot, RoundStats) whenever the counters change; may be null
+};
+
+struct WorkerState {
+  static inline const char* name = "worker";
+  WorkerSetup setup;
+  std::optional<StartLine> line;
+  std::uint32_t self_index = 0;
+  std::optional<allreduce::Round> round;
+  bool done = false;  // the current round's update is applied and RoundDone sent
+  RoundStats stats;
+  RoundStats published;
+  std::uint64_t bad_messages = 0;
+};
+
+// Also answers stats_atom with its RoundStats.
+caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup);
+
+}  // namespace gridtrain::actors
