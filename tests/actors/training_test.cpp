@@ -72,10 +72,13 @@ struct Run {
   std::vector<std::vector<float>> params;  // each node's, at the end
   std::vector<double> accuracy;
   std::vector<actors::EpochReport> last;  // each node's last epoch report
+  std::uint64_t steps = 0;                // each node's, in all
+  std::vector<std::uint64_t> final_rounds;  // each node's rounds once training is over
 };
 
-// Four nodes on quarters of `train`; with alpha > 0 in one in-process cluster, else alone.
-Run train_four(double alpha, int epochs) {
+// Four nodes on quarters of `train`; with alpha > 0 in one in-process cluster, else alone. With every_steps > 0
+// the LineMasters start a round only when their node's trainer grants one, once per every_steps steps.
+Run train_four(double alpha, int epochs, int every_steps = 0) {
   const auto train = synthetic(1600, 1);
   const auto test = synthetic(200, 2);
   auto c = training_config(alpha > 0 ? alpha : 0.5, epochs);
@@ -87,10 +90,12 @@ Run train_four(double alpha, int epochs) {
     learners.push_back(make_learner(c, train, i, 4));
     if (cluster)
       nodes.push_back(cluster->add(static_cast<std::uint64_t>(i + 1),
-                                   std::shared_ptr<learner::ParameterStore>(learners[i], &learners[i]->params())));
+                                   std::shared_ptr<learner::ParameterStore>(learners[i], &learners[i]->params()),
+                                   every_steps > 0 ? std::optional<std::uint64_t>(0) : std::nullopt));
   }
   Run run;
   run.last.resize(4);
+  run.steps = learners[0]->steps_per_epoch() * epochs;
   std::mutex m;
   std::vector<std::unique_ptr<actors::Trainer>> trainers;
   for (int i = 0; i < 4; ++i) {
@@ -98,20 +103,31 @@ Run train_four(double alpha, int epochs) {
     setup.learner = learners[i];
     setup.test = test;
     if (cluster) setup.rounds = [h = nodes[i]] { return h.stats().total().rounds_done; };
-    setup.on_epoch = [&run, &m, &nodes, i](const actors::EpochReport& r) {
+    setup.every_steps = every_steps;
+    if (cluster && every_steps > 0)
+      setup.grant_round = [h = nodes[i]] {
+        for (std::uint32_t d = 0; d < 2; ++d) h.grant_rounds(d, 1);
+      };
+    setup.on_epoch = [&run, &m, &nodes, i, every_steps](const actors::EpochReport& r) {
       {
         std::lock_guard lock(m);
         run.last[i] = r;
       }
       // Machines are noisy: an epoch may end before a round does. Waiting here for one more round makes every
-      // later epoch see at least one, so that its tau is finite whatever the timing.
-      if (!nodes.empty())
+      // later epoch see at least one, so that its tau is finite whatever the timing. (Not with every_steps: the
+      // rounds then wait for the trainers' grants, and a trainer waiting here would not grant.)
+      if (!nodes.empty() && every_steps == 0)
         testing::eventually([h = nodes[i], r] { return h.stats().total().rounds_done > r.rounds; });
     };
     trainers.push_back(std::make_unique<actors::Trainer>(std::move(setup)));
   }
   for (auto& t : trainers) t->start();
   for (auto& t : trainers) t->join();
+  for (auto& h : nodes) {
+    // Granted rounds run on after training; wait for one at least, then read the count.
+    testing::eventually([&h] { return h.stats().total().rounds_done > 0; });
+    run.final_rounds.push_back(h.stats().total().rounds_done);
+  }
   // Stop the averaging before reading, so that what is compared is one moment's parameters.
   if (cluster)
     for (int i = 0; i < 4; ++i) cluster->stop(static_cast<std::uint64_t>(i + 1));
@@ -151,6 +167,18 @@ TEST_CASE("four nodes training beside elastic averaging all learn, stay closer t
     CHECK(std::isinf(alone.last[i].tau));  // no rounds: no elastic update to count steps by
   }
   CHECK(spread(averaged.params) < 0.5 * spread(alone.params));
+}
+
+TEST_CASE("with every_steps n a line runs at most one round per n steps of its master's learner") {
+  const int n = 10;
+  auto run = train_four(0.3, 6, n);
+  // Each node is in two lines (2x2 grid); each line's master grants one round per n of its own steps, and every
+  // learner takes run.steps steps: so at most 2 * steps / n rounds reach a node, whatever the timing.
+  REQUIRE(run.final_rounds.size() == 4);
+  for (int i = 0; i < 4; ++i) {
+    CHECK(run.final_rounds[i] > 0);
+    CHECK(run.final_rounds[i] <= 2 * run.steps / n);
+  }
 }
 
 TEST_CASE("a checkpoint's state restored into a fresh learner continues the same run") {
