@@ -4,6 +4,7 @@
 // error. Errors go to stderr, one line each, starting with "error:".
 
 #include <CLI/CLI.hpp>
+#include <caf/io/middleman.hpp>
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
@@ -21,6 +22,7 @@
 #include "actors/node_handle.hpp"
 #include "actors/prometheus_metrics.hpp"
 #include "actors/trainer.hpp"
+#include "actors/warm_start.hpp"
 #include "actors/status.hpp"
 #include "actors/system_config.hpp"
 #include "config/config.hpp"
@@ -178,6 +180,8 @@ int run(const RunArgs& args) {
   if (trainee) options.store = std::shared_ptr<learner::ParameterStore>(trainee, &trainee->params());
   // allreduce.every_steps = n: the trainer grants each LineMaster of this node one round per n steps.
   if (trainee && cfg.allreduce.every_steps > 0) options.round_budget = 0;
+  auto progress = trainee ? std::make_shared<actors::TrainingProgress>() : nullptr;
+  options.progress = progress;
   auto started = actors::start_node(system, std::move(options));
   if (!started) return fail(started.error());
   const auto& node = started.value();
@@ -204,6 +208,25 @@ int run(const RunArgs& args) {
     auto grid = actors::query_status(system, node.actor());
     if (grid && static_cast<int>(grid.value().nodes.size()) >= args.wait_members) break;
     if (node.wait_for(std::chrono::milliseconds(100))) return fail(kInternal, "the node ended unexpectedly");
+  }
+
+  // Warm start: joining a cluster that already has members, copy the model of one of them (a line peer if
+  // there is one) before training, rather than average a fresh initialisation into theirs. A resumed node keeps
+  // its checkpoint's model instead.
+  if (trainee && !args.resume) {
+    auto grid = actors::query_status(system, node.actor());
+    auto peer = grid ? actors::warm_start_peer(grid.value(), node.id()) : std::nullopt;
+    if (peer) {
+      auto at = config::parse_endpoint(peer->address);
+      auto remote = at ? system.middleman().remote_actor(at.value().host, at.value().port)
+                       : caf::expected<caf::actor>(caf::sec::invalid_argument);
+      auto copied = remote ? actors::fetch_model(system, *remote, trainee->params())
+                           : config::Status(config::Error{.message = "cannot reach " + peer->address});
+      if (copied)
+        std::cout << "warm start: copied the model of node " << std::hex << peer->id << std::dec << std::endl;
+      else
+        spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
+    }
   }
 
   std::unique_ptr<actors::PrometheusMetrics> prometheus;
@@ -234,6 +257,7 @@ int run(const RunArgs& args) {
       if (csv) csv->write(name, report);
       if (prometheus) prometheus->update(report);
     };
+    setup.progress = progress;
     setup.checkpoint_path = checkpoint_path;
     setup.checkpoint_every = cfg.checkpoint.every;
     trainer = std::make_unique<actors::Trainer>(std::move(setup));

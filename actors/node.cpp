@@ -15,6 +15,7 @@
 #include "actors/line_master.hpp"
 #include "actors/status.hpp"
 #include "actors/token_proof.hpp"
+#include "actors/warm_start.hpp"
 
 namespace gridtrain::actors {
 
@@ -82,7 +83,11 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   if (!s.parameters.empty()) r.param_mean = sum / static_cast<double>(s.parameters.size());
   r.param_l2 = std::sqrt(squares);
   for (std::size_t i : report_sample_indices(s.parameters.size())) r.sample.values.push_back(s.parameters[i]);
-  return r;  // samples and test_accuracy stay 0 and -1 until the learner reports them
+  if (s.setup.progress) {
+    r.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
+    r.test_accuracy = s.setup.progress->test_accuracy.load(std::memory_order_relaxed);
+  }
+  return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
 
 void begin(Self self, std::string address) {
@@ -192,6 +197,14 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         auto promise = self->make_response_promise<JoinOutcome>();
         s.outcome_waiters.push_back(promise);
         return promise;
+      },
+      [self](warm_params_atom) -> std::tuple<std::uint64_t, FloatPayload> {
+        // A joining node's warm start: our model now, read under the tensor locks.
+        const auto& store = self->state.setup.store;
+        FloatPayload payload;
+        payload.values.resize(store->size());
+        store->fetch(payload.values);
+        return {store->signature(), std::move(payload)};
       },
       [self](grant_atom, std::uint32_t dim, std::uint64_t rounds) {
         if (dim < max_dims) self->send(self->state.line_masters[dim], grant_atom::value, rounds);

@@ -6,7 +6,8 @@
 // children), the GridMaster's handle once welcomed, and the last GridState the GridMaster pushed.
 // It reacts to: begin_atom (join: bootstrap a cluster by spawning its GridMaster, or contact a seed), Welcome or
 // Reject, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
-// DimensionNodes' counters, asked for then), status_atom (answered by the GridMaster), stop_atom (Leave, then end).
+// DimensionNodes' counters, asked for then), status_atom (answered by the GridMaster), warm_params_atom (its
+// model, for a joining node's warm start), stop_atom (Leave, then end).
 // It tells: the GridMaster a NodeReport every report interval.
 // Its children are linked to it: when it ends, they end.
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/training_progress.hpp"
 #include "config/config.hpp"
 #include "learner/parameter_store.hpp"
 
@@ -39,6 +41,8 @@ struct NodeSetup {
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
   std::shared_ptr<std::promise<JoinOutcome>> outcome;
+  // The trainer's samples and test accuracy, for the reports; null when the node does not train.
+  std::shared_ptr<TrainingProgress> progress;
 };
 
 struct NodeState {

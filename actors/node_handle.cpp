@@ -81,7 +81,8 @@ config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions opt
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
   NodeSetup setup{options.config, id, std::move(token).value(), options.store, options.seed_node, options.seed,
-                  options.report_interval, options.join_timeout, options.round_budget, std::move(outcome)};
+                  options.report_interval, options.join_timeout, options.round_budget, std::move(outcome),
+                  options.progress};
   caf::actor actor = system.spawn(node, std::move(setup));
   std::uint16_t port = 0;
   std::string address = fmt::format("local:{:016x}", id);

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "actors/messages.hpp"
+#include "actors/training_progress.hpp"
 #include "config/config.hpp"
 #include "config/error.hpp"
 #include "learner/parameter_store.hpp"
@@ -43,6 +44,8 @@ struct NodeOptions {
   std::chrono::milliseconds join_timeout{10000};
   // Test hook: the rounds each LineMaster of this node may start; nullopt = no limit. grant_rounds() adds more.
   std::optional<std::uint64_t> round_budget;
+  // The trainer's progress, for the node's reports (gridnode status); null when it does not train.
+  std::shared_ptr<TrainingProgress> progress;
 };
 
 // A started node. Copies refer to the same node. REQUIRES: the actor system outlives every use.

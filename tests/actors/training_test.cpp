@@ -296,3 +296,19 @@ TEST_CASE("warm start prefers a line peer, takes any member otherwise, and nobod
   status.nodes = {member(2, 1, 1)};
   CHECK_FALSE(actors::warm_start_peer(status, 2));
 }
+
+TEST_CASE("a node joining a running cluster copies a member's current model through the member's Node") {
+  auto c = training_config(0.3, 1);
+  testing::TestCluster cluster(c);
+  auto first_store = testing::make_store(40, 3.0f);
+  // No rounds (budget 0): only the warm start moves a store. Copies: add() may move the handles it keeps.
+  auto first = cluster.add(1, first_store, std::uint64_t{0});
+  auto joining_store = testing::make_store(40, -2.0f);
+  auto joining = cluster.add(2, joining_store, std::uint64_t{0});
+  auto status = cluster.status();
+  auto peer = actors::warm_start_peer(status, joining.id());
+  REQUIRE(peer);
+  CHECK(peer->id == first.id());
+  CHECK(actors::fetch_model(cluster.system(), first.actor(), *joining_store).ok());
+  CHECK(testing::read(*joining_store) == testing::read(*first_store));
+}
