@@ -202,17 +202,9 @@ int run(const RunArgs& args) {
   }
   std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
 
-  // Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
-  // before the last has joined.
-  while (args.wait_members > 0 && !stop_signal.load()) {
-    auto grid = actors::query_status(system, node.actor());
-    if (grid && static_cast<int>(grid.value().nodes.size()) >= args.wait_members) break;
-    if (node.wait_for(std::chrono::milliseconds(100))) return fail(kInternal, "the node ended unexpectedly");
-  }
-
-  // Warm start: joining a cluster that already has members, copy the model of one of them (a line peer if
-  // there is one) before training, rather than average a fresh initialisation into theirs. A resumed node keeps
-  // its checkpoint's model instead.
+  // Warm start: joining a cluster that already had members, copy the model of one of them (a line peer if there
+  // is one) before training, rather than average a fresh initialisation into theirs. Decided at the join, before
+  // --wait-members, so that the bootstrapping node copies nobody. A resumed node keeps its checkpoint's model.
   if (trainee && !args.resume) {
     auto grid = actors::query_status(system, node.actor());
     auto peer = grid ? actors::warm_start_peer(grid.value(), node.id()) : std::nullopt;
@@ -227,6 +219,14 @@ int run(const RunArgs& args) {
       else
         spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
     }
+  }
+
+  // Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
+  // before the last has joined.
+  while (args.wait_members > 0 && !stop_signal.load()) {
+    auto grid = actors::query_status(system, node.actor());
+    if (grid && static_cast<int>(grid.value().nodes.size()) >= args.wait_members) break;
+    if (node.wait_for(std::chrono::milliseconds(100))) return fail(kInternal, "the node ended unexpectedly");
   }
 
   std::unique_ptr<actors::PrometheusMetrics> prometheus;
