@@ -128,7 +128,8 @@ int demo(const DemoArgs& args, const char* argv0) {
     bool all_done = true;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       while (auto line = nodes[i]->next_line(std::chrono::milliseconds(0))) {
-        if (line->starts_with("epoch ") || line->starts_with("final ")) std::cout << "[node " << i << "] " << *line << std::endl;
+        if (line->starts_with("epoch ") || line->starts_with("final "))
+          std::cout << "[node " << i << "] " << *line << std::endl;
         if (line->starts_with("final test_accuracy ")) finals[i] = line->substr(20);
       }
       if (!exits[i]) exits[i] = nodes[i]->wait_exit(std::chrono::milliseconds(0));

@@ -4,7 +4,8 @@
 // shard. It relays their progress lines prefixed "[node i]", prints every node's final test accuracy, and
 // writes to the output directory: cluster.yaml (the config the nodes ran), node-<i>.csv and the merged
 // metrics.csv, node-<i>.log (each node's whole output) and accuracy.png (test accuracy against the time since
-// each node started training, one curve per node; gnuplot). Ctrl-C stops every node. Each node runs OpenBLAS on one thread.
+// each node started training, one curve per node; gnuplot). Ctrl-C stops every node. Each node runs OpenBLAS on
+// one thread.
 
 #include <string>
 #include <vector>

@@ -341,7 +341,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
   run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port)");
   run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
-  run_cmd->add_option("--shard-count", run_args.shard_count, "How many shards the training set is cut into (default 1)");
+  run_cmd->add_option("--shard-count", run_args.shard_count,
+                      "How many shards the training set is cut into (default 1)");
   run_cmd->add_option("--wait-members", run_args.wait_members, "Start training once the cluster has N members");
   run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
 

@@ -14,7 +14,8 @@
 
 namespace gridtrain::actors {
 
-inline constexpr const char* metrics_csv_header = "time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds";
+inline constexpr const char* metrics_csv_header =
+    "time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds";
 
 class MetricsCsv {
  public:

@@ -139,7 +139,9 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--set") && i + 1 < argc) {
       overrides.push_back(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: bench_convergence [--epochs E] [--nodes N] [--modes single,elastic,off,async] [--set key=value]... [--cluster-set key=value]...\n");
+      std::fprintf(stderr,
+                   "usage: bench_convergence [--epochs E] [--nodes N] [--modes single,elastic,off,async] "
+                   "[--set key=value]... [--cluster-set key=value]...\n");
       return 2;
     }
   }
@@ -155,7 +157,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", (!train ? train.error() : test.error()).to_string().c_str());
     return 2;
   }
-  auto wants = [&modes](const char* m) { return ("," + modes + ",").find(std::string(",") + m + ",") != std::string::npos; };
+  auto wants = [&modes](const char* m) {
+    return ("," + modes + ",").find(std::string(",") + m + ",") != std::string::npos;
+  };
   double single = -1;
   if (wants("single")) single = run_single(cfg.value(), train.value(), test.value(), epochs);
 
