@@ -114,7 +114,8 @@ std::string progress_line(const EpochReport& r) {
     std::snprintf(tau, sizeof tau, "inf");
   char line[256];
   std::snprintf(line, sizeof line,
-                "epoch %d samples %llu samples_per_s %.0f loss %.4f test_accuracy %.4f tau %s rounds %llu", r.epoch, static_cast<unsigned long long>(r.samples), r.samples_per_s, r.loss, r.test_accuracy, tau,
+                "epoch %d samples %llu samples_per_s %.0f loss %.4f test_accuracy %.4f tau %s rounds %llu", r.epoch,
+                static_cast<unsigned long long>(r.samples), r.samples_per_s, r.loss, r.test_accuracy, tau,
                 static_cast<unsigned long long>(r.rounds));
   return line;
 }
