@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -244,4 +245,25 @@ TEST_CASE("a checkpoint in a read-only directory is refused (unprivileged users 
   CHECK(s.error().message ==
         "cannot create a temporary file beside it: Permission denied (any previous checkpoint is unchanged)");
   CHECK(read_checkpoint(path, signature).value() == sample());
+}
+
+TEST_CASE("a flipped parameter byte is refused when the RNG and optimizer states are empty") {
+  // The learner writes no RNG state, and sgd no optimizer state: empty parts must not reset the checksum.
+  TempDir dir;
+  const std::string path = (dir.path() / "empty-parts.ckpt").string();
+  CheckpointData d = sample();
+  d.rng_state.clear();
+  d.optimizer_state.clear();
+  REQUIRE(write_checkpoint(path, d).ok());
+  REQUIRE(read_checkpoint(path, signature).ok());
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[64] = static_cast<char>(bytes[64] ^ 0x01);  // the first parameter, just after the 64-byte header
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  auto read = read_checkpoint(path, signature);
+  REQUIRE_FALSE(read.ok());
+  CHECK(read.error().message.find("checksum") != std::string::npos);
 }
