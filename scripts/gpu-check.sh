@@ -110,10 +110,22 @@ step "test accuracy after $epochs epochs, batch $batch: PyTorch eager"
 python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/torch_accuracy.txt" || status=1
 
 step "4 nodes in one process sharing the GPU, elastic averaging, $epochs epochs"
-# TODO(actors): add the same cluster through gridnode's actors once they run in one process (see
-# bench/cuda_cluster.cpp).
+# The same 4 nodes through gridnode's actors (in-process Nodes, real rounds, the Worker's elastic update), when
+# the actors were built here.
 "$build/bench/bench_cuda_cluster" --data "$data" --nodes 4 --batch "$batch" --epochs "$epochs" |
   tee "$build/cluster.txt" || status=1
+if [ -x "$build/bench/bench_convergence" ]; then
+  cnn='[{type: conv2d, filters: 32, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
+        {type: conv2d, filters: 64, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
+        {type: dense, units: 1024}, {type: relu}, {type: dense, units: 10}, {type: softmax_cross_entropy}]'
+  "$build/bench/bench_convergence" --epochs "$epochs" --nodes 4 --modes elastic \
+    --set learner.device=cuda --set "learner.model.layers=$cnn" --set "learner.batch=$batch" \
+    --set "data.train_images=$data/train-images-idx3-ubyte.gz" --set "data.train_labels=$data/train-labels-idx1-ubyte.gz" \
+    --set "data.test_images=$data/t10k-images-idx3-ubyte.gz" --set "data.test_labels=$data/t10k-labels-idx1-ubyte.gz" |
+    tee "$build/cluster_actors.txt" || status=1
+else
+  echo "bench_convergence was not built here (no CAF in the carried prefix): the actors' cluster run is skipped"
+fi
 
 step "summary"
 grep -h "samples/s\|mirror:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
