@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
 #include "actors/worker.hpp"
 
@@ -127,6 +128,8 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         }
         // Every worker, also those beyond this line's k: each drops its round of the old line.
         for (const auto& w : s.workers) self->send(w, line);
+        for (const auto& peer : line.peers)
+          connect_directly(self, s.setup.node_id, peer.node_id, peer.dimension_node, peer.address);
         std::deque<caf::message> early;
         early.swap(s.early);
         for (auto& m : early) {

@@ -49,7 +49,10 @@ void apply(Self self, const grid::LayoutDelta& delta) {
     StartLine start{s.epoch, s.layout_version, static_cast<std::uint32_t>(line.id.dim), line.id.index, {},
                     s.settings, {}};
     const auto dim = static_cast<std::size_t>(line.id.dim);
-    for (grid::NodeId id : line.members) start.peers.push_back({id, s.members.at(id).dimension_nodes[dim]});
+    for (grid::NodeId id : line.members) {
+      const auto& m = s.members.at(id);
+      start.peers.push_back({id, m.dimension_nodes[dim], m.address});
+    }
     self->send(s.members.at(line.master).line_masters[dim], std::move(start));
   }
 }
@@ -171,7 +174,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
         changed(self, delta);
         self->send(join.node, Welcome{join.node_id, s.epoch, config::to_yaml(s.setup.config),
-                                      caf::actor_cast<caf::actor>(self)});
+                                      caf::actor_cast<caf::actor>(self), s.setup.address, s.setup.node_id});
         spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id,
                      join.address, s.members.size(), s.layout_version);
       },

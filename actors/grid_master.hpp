@@ -29,6 +29,8 @@ struct GridMasterSetup {
   std::string token;      // the cluster token; "" = none
   std::uint64_t model_signature = 0;
   std::uint64_t model_floats = 0;
+  std::string address;  // advertised host:port of the node hosting the GridMaster
+  std::uint64_t node_id = 0;  // that node's id
 };
 
 // The settings every line of this cluster runs with.

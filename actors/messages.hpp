@@ -92,11 +92,14 @@ struct Welcome {
   std::uint64_t epoch = 0;
   std::string run_config;
   caf::actor grid_master;
+  std::string grid_master_address;  // advertised host:port of the node hosting it
+  std::uint64_t grid_master_node_id = 0;  // that node's id
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Welcome& x) {
-  return f(caf::meta::type_name("welcome"), x.node_id, x.epoch, x.run_config, x.grid_master);
+  return f(caf::meta::type_name("welcome"), x.node_id, x.epoch, x.run_config, x.grid_master, x.grid_master_address,
+           x.grid_master_node_id);
 }
 
 // GridMaster -> Node: you are not in, and why (the node prints it and exits with code 3).
@@ -147,11 +150,12 @@ typename Inspector::result_type inspect(Inspector& f, JoinOutcome& x) {
 struct LinePeer {
   std::uint64_t node_id = 0;
   caf::actor dimension_node;
+  std::string address;  // the peer's advertised host:port: members connect to each other directly
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LinePeer& x) {
-  return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node);
+  return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node, x.address);
 }
 
 // How the rounds of a line run. The cluster's config decides, and the GridMaster ships it in every StartLine, so

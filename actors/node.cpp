@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "actors/dimension_node.hpp"
+#include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
@@ -112,7 +113,9 @@ void begin(Self self, std::string address) {
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
     auto gm = self->spawn<caf::linked>(
-        grid_master, GridMasterSetup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size()});
+        grid_master,
+        GridMasterSetup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
+                        s.setup.node_id});
     send_join(self, gm);
   }
 }
@@ -148,6 +151,9 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.grid_master = w.grid_master;
         s.epoch = w.epoch;
         self->monitor(s.grid_master);
+        // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
+        // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
+        connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
         spdlog::info("node {:016x}: welcomed into cluster epoch {}", s.setup.node_id, s.epoch);
         conclude(self, JoinResult::welcomed, "");
         self->send(self, tick_atom::value);

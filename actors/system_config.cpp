@@ -14,7 +14,7 @@ SystemConfig::SystemConfig(const config::Config& config) {
   set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(config.cluster.heartbeat_ms)});
   set("middleman.connection-timeout",
       caf::timespan{std::chrono::milliseconds(config.cluster.connection_timeout_ms)});
-  set("middleman.enable-automatic-connections", true);
+  set("middleman.enable-automatic-connections", false);  // see direct_connection.hpp
   set("scheduler.policy", caf::atom("sharing"));
   set("scheduler.max-throughput", std::size_t{max_throughput});
 }

@@ -17,10 +17,8 @@ class SystemConfig : public caf::actor_system_config {
   // - middleman.heartbeat-interval and middleman.connection-timeout from cluster.heartbeat_ms and
   //   cluster.connection_timeout_ms. CAF 0.17 defaults the heartbeat to 0, and then a stalled peer is never
   //   declared down.
-  // - middleman.enable-automatic-connections = true. Without it, a node that learns of a peer through a third
-  //   node (every worker learns its line peers through the GridMaster) reaches that peer THROUGH the third node:
-  //   measured with three actor systems, B's messages to C were relayed by A and stopped when A went away. With
-  //   it, B opens a direct connection to C. system_config_test.cpp holds this.
+  // - middleman.enable-automatic-connections = false: racy in CAF 0.17.6; line peers connect to each other
+  //   explicitly instead (direct_connection.hpp says why, with the measurements).
   // - scheduler.policy = sharing (one FIFO queue), and at most max_throughput messages per actor per turn.
   //   CAF's default, work stealing, puts an actor woken by another actor at the FRONT of the thread's queue:
   //   while rounds ran back to back, the actors that pass round messages kept both threads busy and a request

@@ -22,7 +22,7 @@ struct DimensionNodeFixture {
   ~DimensionNodeFixture() { caf::anon_send_exit(node, caf::exit_reason::kill); }
 
   actors::StartLine line(std::uint64_t version, std::uint64_t floats = 8) {
-    actors::StartLine l{1, version, 0, 0, {{1, node}, {2, caf::actor_cast<caf::actor>(peer)}}, {}, caf::actor_cast<caf::actor>(master)};
+    actors::StartLine l{1, version, 0, 0, {{1, node, ""}, {2, caf::actor_cast<caf::actor>(peer), ""}}, {}, caf::actor_cast<caf::actor>(master)};
     l.settings.model_floats = floats;
     l.settings.max_chunk_floats = 4;
     l.settings.rounds_in_flight = 2;

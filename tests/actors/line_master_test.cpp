@@ -28,7 +28,7 @@ struct LineMasterFixture {
     l.settings.advance_threshold = advance;
     l.settings.rounds_in_flight = k;
     for (std::size_t i = 0; i < members.size(); ++i)
-      l.peers.push_back({i + 1, caf::actor_cast<caf::actor>(*members[i])});
+      l.peers.push_back({i + 1, caf::actor_cast<caf::actor>(*members[i]), ""});
     return l;
   }
 

@@ -70,7 +70,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   const Join join{42, "h:1", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(max_dims, a),
                   std::vector<caf::actor>(max_dims, a)};
   CHECK(text(c.round_trip(join)) == text(join));
-  const Welcome welcome{42, 3, "grid:\n  dims: 2\n", a};
+  const Welcome welcome{42, 3, "grid:\n  dims: 2\n", a, "h:9", 9};
   CHECK(text(c.round_trip(welcome)) == text(welcome));
   const Reject reject{42, "a different model"};
   CHECK(text(c.round_trip(reject)) == text(reject));
@@ -81,7 +81,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(c.round_trip(outcome).result == JoinResult::rejected);
 
   LineSettings settings{1000, 64, 0.75, 0.5, 0.25, true, 300, 0.3, 3};
-  const StartLine start{3, 5, 1, 7, {{42, a}, {43, a}}, settings, a};
+  const StartLine start{3, 5, 1, 7, {{42, a, "h:1"}, {43, a, "h:2"}}, settings, a};
   CHECK(text(c.round_trip(start)) == text(start));
   const StopLine stop{3, 5, 1, 7};
   CHECK(text(c.round_trip(stop)) == text(stop));

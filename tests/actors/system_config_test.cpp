@@ -1,21 +1,15 @@
-// The actor system configuration, and the measurement behind enable-automatic-connections.
+// The actor system configuration, and line peers in different processes talking over a direct connection.
 #include <doctest/doctest.h>
 
 #include <caf/io/all.hpp>
 
 #include <chrono>
-#include <memory>
 
+#include "actors/node_handle.hpp"
 #include "actors/system_config.hpp"
 #include "cluster_harness.hpp"
 
 namespace gridtrain::testing {
-namespace {
-
-using ping_atom = caf::atom_constant<caf::atom("ping")>;
-using hand_atom = caf::atom_constant<caf::atom("hand")>;
-
-}  // namespace
 
 TEST_CASE("the middleman heartbeat and connection timeout come from the cluster config") {
   auto config = cluster_config(2, 1.0);
@@ -26,64 +20,52 @@ TEST_CASE("the middleman heartbeat and connection timeout come from the cluster 
         caf::timespan{std::chrono::milliseconds(150)});
   CHECK(caf::get_or(cfg, "middleman.connection-timeout", caf::timespan{0}) ==
         caf::timespan{std::chrono::milliseconds(900)});
-  CHECK(caf::get_or(cfg, "middleman.enable-automatic-connections", false));
+  CHECK_FALSE(caf::get_or(cfg, "middleman.enable-automatic-connections", true));
+  CHECK(caf::get_or(cfg, "scheduler.policy", caf::atom("")) == caf::atom("sharing"));
 }
 
-TEST_CASE("two nodes that learned of each other through a third talk directly, not through it") {
-  // A hands B a handle to C's actor, as the GridMaster hands workers their line peers. B must reach C on its own
-  // connection: B's messages to C still arrive after A is gone.
-  const auto config = cluster_config(2, 1.0);
-  auto a_config = std::make_unique<actors::SystemConfig>(config);
-  auto a = std::make_unique<caf::actor_system>(*a_config);
-  actors::SystemConfig b_config{config}, c_config{config};
-  caf::actor_system b{b_config}, c{c_config};
-
-  caf::actor hub = a->spawn([](caf::event_based_actor*) -> caf::behavior {
-    auto held = std::make_shared<caf::actor>();
-    return {[held](hand_atom, caf::actor& x) { *held = std::move(x); }, [held](hand_atom) { return *held; }};
-  });
-  const auto hub_port = a->middleman().publish(hub, 0, "127.0.0.1");
-  REQUIRE(hub_port);
-  caf::actor echo = c.spawn([](caf::event_based_actor*) -> caf::behavior {
-    return {[](ping_atom, int x) { return x + 1; }};
-  });
-  REQUIRE(c.middleman().publish(echo, 0, "127.0.0.1"));  // every node listens, as gridnode does
-  {
-    auto hub_at_c = c.middleman().remote_actor("127.0.0.1", *hub_port);
-    REQUIRE(hub_at_c);
-    caf::scoped_actor at_c{c};
-    at_c->request(*hub_at_c, std::chrono::seconds(30), hand_atom::value, echo).receive([] {}, [](caf::error&) {});
-  }
-  caf::scoped_actor at_b{b};
-  caf::actor echo_at_b;
-  {
-    auto hub_at_b = b.middleman().remote_actor("127.0.0.1", *hub_port);
-    REQUIRE(hub_at_b);
-    at_b->request(*hub_at_b, std::chrono::seconds(30), hand_atom::value)
-        .receive([&](caf::actor& x) { echo_at_b = x; }, [](caf::error&) {});
-  }
-  REQUIRE(echo_at_b);
-  auto ping = [&] {
-    int reply = 0;
-    at_b->request(echo_at_b, std::chrono::seconds(10), ping_atom::value, 41)
-        .receive([&](int x) { reply = x; }, [](caf::error&) {});
-    return reply;
+TEST_CASE("line peers that learned of each other through the GridMaster talk over their own connection") {
+  // Three actor systems, as three processes: A bootstraps (and hosts the GridMaster), B and C join through A.
+  // In one line (dims 1), B and C must reach each other directly, not through A's node.
+  const auto config = cluster_config(1, 1.0);
+  actors::SystemConfig config_a{config}, config_b{config}, config_c{config};
+  caf::actor_system a{config_a}, b{config_b}, c{config_c};
+  auto start = [&](caf::actor_system& system, std::uint64_t id, std::optional<config::Endpoint> seed) {
+    actors::NodeOptions o;
+    o.config = config;
+    o.node_id = id;
+    o.store = make_store(100, static_cast<float>(id));
+    o.seed = seed;
+    auto node = actors::start_node(system, o);
+    REQUIRE(node.ok());
+    CHECK(node.value().wait_joined().result == actors::JoinResult::welcomed);
+    return node.value();
   };
-  CHECK(ping() == 42);
-  // The direct connection is set up in the background; once there, A can go.
-  CHECK(eventually([&] {
-    bool direct = false;
-    at_b->request(b.middleman().actor_handle(), std::chrono::seconds(10), caf::get_atom::value, echo_at_b.node())
-        .receive([&](caf::node_id&, std::string& host, std::uint16_t port) { direct = !host.empty() && port != 0; },
+  const auto node_a = start(a, 1, std::nullopt);
+  const config::Endpoint seed{"127.0.0.1", node_a.port()};
+  const auto node_b = start(b, 2, seed);
+  const auto node_c = start(c, 3, seed);
+
+  auto direct = [](caf::actor_system& from, const caf::actor& to) {
+    caf::scoped_actor self{from};
+    bool yes = false;
+    self->request(from.middleman().actor_handle(), std::chrono::seconds(10), caf::get_atom::value, to.node())
+        .receive([&](caf::node_id&, std::string& host, std::uint16_t port) { yes = !host.empty() && port != 0; },
                  [](caf::error&) {});
-    return direct;
+    return yes;
+  };
+  CHECK(eventually([&] { return direct(b, node_c.actor()) && direct(c, node_b.actor()); }));
+  // And rounds run among the three: with α = 1 they all hold one value after the first round of the line of
+  // three (not necessarily the starting mean: a round of the line of two may have completed at one peer and
+  // been dropped by the other when the third joined).
+  CHECK(eventually([&] {
+    const auto v = read(*node_a.store());
+    return v == read(*node_b.store()) && v == read(*node_c.store()) && node_a.stats().dims[0].rounds.rounds_done > 0;
   }));
-  caf::anon_send_exit(hub, caf::exit_reason::kill);
-  hub = nullptr;
-  a.reset();
-  a_config.reset();
-  CHECK(ping() == 42);
-  caf::anon_send_exit(echo, caf::exit_reason::kill);
+  for (const auto& n : {node_c, node_b, node_a}) {
+    n.stop();
+    n.wait();
+  }
 }
 
 }  // namespace gridtrain::testing

@@ -39,7 +39,7 @@ struct WorkerFixture {
       s.quorum_timeout_ms = 50;
       s.reduce_threshold = s.complete_threshold = 0.5;
     }
-    return {1, version, 0, 0, {{1, caf::actor{}}, {2, caf::actor_cast<caf::actor>(peer)}}, s, caf::actor_cast<caf::actor>(master)};
+    return {1, version, 0, 0, {{1, caf::actor{}, ""}, {2, caf::actor_cast<caf::actor>(peer), ""}}, s, caf::actor_cast<caf::actor>(master)};
   }
 
   static RoundKey key(std::uint64_t round, std::uint64_t version = 1) { return {1, version, 0, 0, round}; }
