@@ -179,8 +179,9 @@ TEST_CASE("with α = 0.5 and rounds dimension by dimension, every node converges
 
 TEST_CASE("with α = 0.5 and rounds running freely in every dimension, the nodes reach one value") {
   // Rounds of different dimensions overlap here: a line's update lands on values another dimension has moved
-  // since the fetch, so the sum is not kept exactly and the common value drifts a little from the starting mean.
-  // What must hold is consensus.
+  // since the fetch. The update adds alpha * (mean - fetched), which keeps such moves and the sum of a round every
+  // peer applies, but nodes joining while rounds already run can still apply a round unevenly. What must hold is
+  // consensus.
   TestCluster cluster(cluster_config(2, 0.5));
   for (int i = 1; i <= 9; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(100, 0.25f * i));
   CHECK(eventually([&] { return spread(cluster) < 1e-5; }));
