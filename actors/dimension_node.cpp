@@ -10,6 +10,7 @@
 #include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
 #include "actors/worker.hpp"
+#include "allreduce/partition.hpp"
 
 namespace gridtrain::actors {
 
@@ -78,28 +79,27 @@ const allreduce::RoundKey* key_of(const caf::message& m) {
   return nullptr;
 }
 
-// Why `line` cannot be ours, or "" if it can.
-std::string check_line(const DimensionNodeState& s, const StartLine& line) {
-  const LineSettings& c = line.settings;
-  if (line.dim != s.setup.dim) return "a StartLine for dim " + std::to_string(line.dim);
-  if (line.peers.empty() || line.peers.size() > (std::size_t{1} << 16)) return "a StartLine with no or too many peers";
-  if (!line.line_master) return "a StartLine without a LineMaster";
+// Whether `line` can be ours: it comes off the wire, so nothing in it is taken on trust.
+Status check_line(const DimensionNodeState& s, const StartLine& line) {
+  auto refuse = [](std::string why) { return Error{.source = "StartLine", .message = std::move(why)}; };
+  if (line.dim != s.setup.dim) return refuse("for dim " + std::to_string(line.dim));
+  if (line.peers.empty() || line.peers.size() > kMaxLinePeers) return refuse("with no or too many peers");
+  if (!line.line_master) return refuse("without a LineMaster");
   if (std::count_if(line.peers.begin(), line.peers.end(), [&](const LinePeer& p) { return p.node_id == s.setup.node_id; }) != 1)
-    return "a StartLine of a line we are not in exactly once";
+    return refuse("of a line we are not in exactly once");
   if (std::any_of(line.peers.begin(), line.peers.end(), [](const LinePeer& p) { return !p.dimension_node; }))
-    return "a StartLine with a peer that has no handle";
-  if (c.model_floats != s.setup.store->size())
-    return "a StartLine for a model of " + std::to_string(c.model_floats) + " floats; ours has " +
-           std::to_string(s.setup.store->size());
-  if (c.rounds_in_flight < 1 || c.rounds_in_flight > DimensionNodeState::max_rounds_in_flight)
-    return "a StartLine with rounds_in_flight " + std::to_string(c.rounds_in_flight);
-  if (c.max_chunk_floats < 1 || c.model_floats / c.max_chunk_floats >= (std::uint64_t{1} << 31))
-    return "a StartLine with max_chunk_floats " + std::to_string(c.max_chunk_floats);
-  auto unit = [](double x) { return x > 0 && x <= 1; };  // false for NaN
-  if (!unit(c.reduce_threshold) || !unit(c.complete_threshold) || !unit(c.advance_threshold) ||
-      !(c.elastic_rate >= 0 && c.elastic_rate <= 1))
-    return "a StartLine with a threshold or elastic rate outside (0, 1]";
-  if (c.timeout_quorum && c.quorum_timeout_ms == 0) return "a StartLine with timeout quorum and no timeout";
+    return refuse("with a peer that has no handle");
+  if (Status settings = check(line.settings, s.setup.store->size()); !settings.ok()) {
+    Error e = settings.error();
+    e.source = "StartLine";
+    return e;
+  }
+  // Rounds cut the model into chunks counted in 32 bits: a Partition that cannot exist fails every round.
+  if (auto partition = allreduce::Partition::create(line.settings.model_floats,
+                                                    static_cast<std::uint32_t>(line.peers.size()),
+                                                    line.settings.round.max_chunk_floats);
+      !partition)
+    return refuse(partition.error().message);
   return {};
 }
 
@@ -111,8 +111,8 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
   return {
       [self](const StartLine& line) {
         auto& s = self->state;
-        if (const std::string why = check_line(s, line); !why.empty()) {
-          log_dropped("dimension_node", s.own.malformed, why);
+        if (Status fits = check_line(s, line); !fits.ok()) {
+          log_dropped("dimension_node", s.own.malformed, fits.error().to_string());
           return;
         }
         if (s.line && std::tie(line.epoch, line.layout_version) < std::tie(s.line->epoch, s.line->layout_version)) {

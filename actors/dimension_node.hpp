@@ -30,8 +30,6 @@ struct DimensionNodeState {
   static inline const char* name = "dimension_node";
   // Messages of a line version we have not been told of, kept until its StartLine comes.
   static constexpr std::size_t max_early = 4096;
-  // Workers per node and dimension, whatever a StartLine asks: bounds memory (a Round holds O(N) floats).
-  static constexpr std::uint32_t max_rounds_in_flight = 16;
 
   DimensionNodeSetup setup;
   std::optional<StartLine> line;

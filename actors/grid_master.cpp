@@ -5,34 +5,33 @@
 #include <algorithm>
 
 #include "actors/dropped.hpp"
-#include "actors/status.hpp"
 #include "actors/token_proof.hpp"
+#include "allreduce/replica_distance.hpp"
 
 namespace gridtrain::actors {
-
-static_assert(max_dims == static_cast<std::uint32_t>(grid::kMaxDims));
 
 namespace {
 
 using Self = caf::stateful_actor<GridMasterState>*;
 
-// Why `join` may not join, or "" if it may. The order matters: a stranger learns nothing of our model from a
-// join with a bad token.
-std::string refusal(const GridMasterState& s, const Join& join) {
+// Whether `join` may join, or why not (the reason the joiner prints). The order matters: a stranger learns
+// nothing of our model from a join with a bad token.
+Status admit(const GridMasterState& s, const Join& join) {
+  auto refuse = [](std::string why) { return Error{.message = std::move(why)}; };
   if (join.protocol != protocol_version)
-    return "protocol version " + std::to_string(join.protocol) + " differs from the cluster's " +
-           std::to_string(protocol_version);
-  if (!token_proof_matches(s.setup.token, join.node_id, join.token_proof)) return "bad cluster token proof";
+    return refuse("protocol version " + std::to_string(join.protocol) + " differs from the cluster's " +
+                  std::to_string(protocol_version));
+  if (!token_proof_matches(s.setup.token, join.node_id, join.token_proof)) return refuse("bad cluster token proof");
   if (join.model_signature != s.setup.model_signature || join.model_floats != s.setup.model_floats)
-    return fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} with {}",
-                       join.model_signature, join.model_floats, s.setup.model_signature, s.setup.model_floats);
-  if (join.node_id == 0 || join.node_id == grid::kNoNode) return "invalid node id";
-  if (s.members.count(join.node_id)) return fmt::format("node id {:016x} is already in the cluster", join.node_id);
+    return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} with {}",
+                              join.model_signature, join.model_floats, s.setup.model_signature, s.setup.model_floats));
+  if (join.node_id == 0 || join.node_id == grid::kNoNode) return refuse("invalid node id");
+  if (s.members.count(join.node_id)) return refuse(fmt::format("node id {:016x} is already in the cluster", join.node_id));
   auto all_set = [](const std::vector<caf::actor>& v) {
-    return v.size() == max_dims && std::all_of(v.begin(), v.end(), [](const caf::actor& a) { return bool(a); });
+    return v.size() == kDimsOffered && std::all_of(v.begin(), v.end(), [](const caf::actor& a) { return bool(a); });
   };
   if (!all_set(join.dimension_nodes) || !all_set(join.line_masters))
-    return "malformed join: expected " + std::to_string(max_dims) + " dimension nodes and line masters";
+    return refuse("malformed join: expected " + std::to_string(kDimsOffered) + " dimension nodes and line masters");
   return {};
 }
 
@@ -61,11 +60,12 @@ GridState grid_state(const GridMasterState& s) {
   GridState g{s.epoch, s.layout_version, static_cast<std::uint32_t>(s.layout.dims()), {}, {}};
   for (int side : s.layout.shape()) g.shape.push_back(side);
   for (const auto& [id, m] : s.members) {
-    MemberState ms{id, m.address, {}, {}, m.node};
+    MemberState ms{{id, m.address, {}, {}}, m.node};
     if (s.layout.contains(id)) {
-      for (int x : s.layout.coords(id)) ms.coords.push_back(x);
+      for (int x : s.layout.coords(id)) ms.place.coords.push_back(x);
       for (int d = 0; d < s.layout.dims(); ++d)
-        if (s.layout.line(s.layout.line_of(id, d)).master == id) ms.masters.push_back(static_cast<std::uint32_t>(d));
+        if (s.layout.line(s.layout.line_of(id, d)).master == id)
+          ms.place.masters.push_back(static_cast<std::uint32_t>(d));
     }
     g.members.push_back(std::move(ms));
   }
@@ -93,30 +93,16 @@ void remove(Self self, std::uint64_t id, const char* why) {
                s.layout_version);
 }
 
-ClusterStatus status(const GridMasterState& s) {
-  const GridState g = grid_state(s);
-  ClusterStatus out{g.epoch, g.layout_version, g.dims, g.shape, {}};
+GridView grid_view(const GridMasterState& s) {
+  GridState g = grid_state(s);
+  GridView out{g.epoch, g.layout_version, g.dims, g.shape, {}};
   std::vector<const std::vector<float>*> samples;
-  for (const MemberState& ms : g.members) {
-    NodeStatus n;
-    n.id = ms.node_id;
-    n.address = ms.address;
-    n.coords = ms.coords;
-    n.masters = ms.masters;
-    const auto& report = s.members.at(ms.node_id).report;
-    if (report) {
-      n.rounds_done = report->rounds_done;
-      n.param_mean = report->param_mean;
-      n.param_l2 = report->param_l2;
-      n.samples = report->samples;
-      n.test_accuracy = report->test_accuracy;
-      n.stale_dropped = report->stale_dropped;
-      n.quorum_shortfalls = report->quorum_shortfalls;
-    }
+  for (MemberState& ms : g.members) {
+    const auto& report = s.members.at(ms.place.node_id).report;
+    out.nodes.push_back(NodeView{std::move(ms.place), report ? report->figures : NodeFigures{}});
     samples.push_back(report ? &report->sample.values : nullptr);
-    out.nodes.push_back(std::move(n));
   }
-  const std::vector<double> distance = param_distances(samples, s.setup.model_floats);
+  const std::vector<double> distance = allreduce::replica_distances(samples, s.setup.model_floats);
   for (std::size_t i = 0; i < out.nodes.size(); ++i) out.nodes[i].param_distance = distance[i];
   return out;
 }
@@ -124,18 +110,7 @@ ClusterStatus status(const GridMasterState& s) {
 }  // namespace
 
 LineSettings line_settings(const config::Config& config, std::uint64_t model_floats) {
-  const config::AllreduceConfig& a = config.allreduce;
-  LineSettings s;
-  s.model_floats = model_floats;
-  s.max_chunk_floats = static_cast<std::uint64_t>(a.max_chunk_floats);
-  s.reduce_threshold = a.reduce_threshold;
-  s.complete_threshold = a.complete_threshold;
-  s.advance_threshold = a.advance_threshold;
-  s.timeout_quorum = a.quorum == config::QuorumMode::timeout;
-  s.quorum_timeout_ms = static_cast<std::uint32_t>(a.quorum_timeout_ms);
-  s.elastic_rate = a.elastic_rate;
-  s.rounds_in_flight = static_cast<std::uint32_t>(config.grid.rounds_in_flight);
-  return s;
+  return {model_floats, static_cast<std::uint32_t>(config.grid.rounds_in_flight), config.allreduce};
 }
 
 caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMasterSetup setup) {
@@ -161,7 +136,8 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           log_dropped("grid_master", s.bad_messages, "a join without a node handle");
           return;
         }
-        if (const std::string why = refusal(s, join); !why.empty()) {
+        if (Status admitted = admit(s, join); !admitted.ok()) {
+          const std::string& why = admitted.error().message;
           ++s.rejected;
           spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
           self->send(join.node, Reject{join.node_id, why});
@@ -186,13 +162,13 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         auto& s = self->state;
         auto m = s.members.find(report.node_id);
         if (m == s.members.end()) return;  // it left; the report was on its way
-        if (report.sample.values.size() > max_report_sample) {
+        if (report.sample.values.size() > allreduce::kMaxReplicaSample) {
           log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
           return;
         }
         m->second.report = std::move(report);
       },
-      [self](status_atom) { return status(self->state); },
+      [self](grid_view_atom) { return grid_view(self->state); },
   };
 }
 

@@ -5,7 +5,7 @@
 // (raised on every change).
 // It reacts to: Join (checked: protocol, token proof, model signature, a well-formed request; then Welcome or
 // Reject with a reason), Leave, the down_msg of a member's node (it monitors every one), NodeReport, and
-// status_atom (the live grid, from the last reports).
+// grid_view_atom (the live grid, from the last reports).
 // On every join or leave it turns the Layout's LayoutDelta into messages: StopLine to the LineMasters that lost
 // their line, StartLine to the appointed LineMaster of each new or changed line only, and the GridState to
 // every node.

@@ -16,13 +16,14 @@ void start_next_rounds(Self self) {
   auto& s = self->state;
   if (!s.line || s.line->peers.size() < 2) return;
   const StartLine& line = *s.line;
-  while (s.advance && s.in_flight.size() < line.settings.rounds_in_flight && (!s.budget || *s.budget > 0)) {
+  while (s.advance && s.in_flight.size() < line.settings.rounds_in_flight &&
+         (!s.every_steps_budget || *s.every_steps_budget > 0)) {
     const allreduce::RoundKey key{line.epoch, line.layout_version, line.dim, line.line, s.next_round};
     s.in_flight.emplace(s.next_round, std::vector<bool>(line.peers.size(), false));
     ++s.next_round;
     ++s.rounds_started;
     s.advance = false;
-    if (s.budget) --*s.budget;
+    if (s.every_steps_budget) --*s.every_steps_budget;
     auto message = caf::make_message(StartRound{key});
     for (const auto& peer : line.peers) self->send(peer.dimension_node, message);
   }
@@ -30,10 +31,9 @@ void start_next_rounds(Self self) {
 
 }  // namespace
 
-caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim,
-                          std::optional<std::uint64_t> budget) {
+caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim, bool paced_by_every_steps) {
   self->state.dim = dim;
-  self->state.budget = budget;
+  if (paced_by_every_steps) self->state.every_steps_budget = 0;
   drop_unexpected(self);
   return {
       [self](StartLine& line) {
@@ -48,7 +48,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         }
         line.line_master = caf::actor_cast<caf::actor>(self);
         s.line = std::move(line);
-        s.advance_quorum = allreduce::quorum(s.line->settings.advance_threshold,
+        s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold,
                                              static_cast<std::uint32_t>(s.line->peers.size()));
         s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
         s.in_flight.clear();
@@ -85,9 +85,9 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         start_next_rounds(self);
       },
       [self](stats_atom) { return self->state.rounds_started; },
-      [self](grant_atom, std::uint64_t rounds) {
+      [self](allow_rounds_atom, std::uint64_t rounds) {
         auto& s = self->state;
-        if (s.budget) *s.budget += rounds;  // without a budget there is no limit to raise
+        if (s.every_steps_budget) *s.every_steps_budget += rounds;  // not paced: there is no limit to raise
         start_next_rounds(self);
       },
   };

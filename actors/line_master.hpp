@@ -31,16 +31,17 @@ struct LineMasterState {
   std::uint64_t next_round = 0;
   std::map<std::uint64_t, std::vector<bool>> in_flight;  // round -> which peers reported it done
   bool advance = true;  // round next_round - 1 reached the advance quorum (true before round 0)
-  // Rounds it may still start; nullopt: no limit. A test hook (grant_atom) to run an exact number of rounds.
-  std::optional<std::uint64_t> budget;
+  // allreduce.every_steps > 0: the rounds it may still start. The node's learner raises it by one every
+  // every_steps steps (allow_rounds_atom), so a line runs at most one round per every_steps steps of its master's
+  // learner. nullopt when every_steps is 0: rounds back to back.
+  std::optional<std::uint64_t> every_steps_budget;
   std::uint64_t rounds_started = 0;
   std::uint64_t stale = 0;
   std::uint64_t bad_messages = 0;
 };
 
-// `budget`: see LineMasterState::budget. Also handles (grant_atom, n): n more rounds; and answers stats_atom
-// with the number of rounds it started.
-caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim,
-                          std::optional<std::uint64_t> budget);
+// `paced_by_every_steps`: start with an every_steps budget of 0 (see LineMasterState::every_steps_budget). Also
+// handles (allow_rounds_atom, n): n more rounds in the budget; and answers stats_atom with the rounds it started.
+caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim, bool paced_by_every_steps);
 
 }  // namespace gridtrain::actors

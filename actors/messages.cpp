@@ -1,5 +1,7 @@
 #include "actors/messages.hpp"
 
+#include <string>
+
 namespace gridtrain::actors {
 
 std::string to_string(JoinResult result) {
@@ -13,25 +15,21 @@ std::string to_string(JoinResult result) {
   return "unknown";
 }
 
-RoundStats& RoundStats::operator+=(const RoundStats& o) {
-  rounds_done += o.rounds_done;
-  caught_up += o.caught_up;
-  abandoned += o.abandoned;
-  stale_dropped += o.stale_dropped;
-  malformed += o.malformed;
-  quorum_shortfalls += o.quorum_shortfalls;
-  return *this;
-}
-
-RoundStats NodeStats::total() const {
-  RoundStats sum;
-  for (const auto& d : dims) sum += d.rounds;
-  return sum;
+Status check(const LineSettings& settings, std::uint64_t model_floats) {
+  if (settings.model_floats != model_floats)
+    return Error{.message = "a model of " + std::to_string(settings.model_floats) + " floats; ours has " +
+                            std::to_string(model_floats)};
+  if (!allreduce::kRoundsInFlightRange.contains(settings.rounds_in_flight))
+    return Error{.key = "grid.rounds_in_flight",
+                 .message = "expected an integer " + allreduce::kRoundsInFlightRange.describe() + ", found " +
+                            std::to_string(settings.rounds_in_flight)};
+  return allreduce::validate(settings.round);
 }
 
 void register_message_types(caf::actor_system_config& cfg) {
   // Nested types too: registering them costs nothing and keeps a later top-level use from going out empty.
   cfg.add_message_type<allreduce::RoundKey>("gridtrain::round_key")
+      .add_message_type<allreduce::RoundConfig>("gridtrain::round_config")
       .add_message_type<FloatPayload>("gridtrain::float_payload")
       .add_message_type<Join>("gridtrain::join")
       .add_message_type<Welcome>("gridtrain::welcome")
@@ -46,11 +44,13 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<ScatterChunk>("gridtrain::scatter_chunk")
       .add_message_type<ReducedChunk>("gridtrain::reduced_chunk")
       .add_message_type<RoundDone>("gridtrain::round_done")
+      .add_message_type<Placement>("gridtrain::placement")
       .add_message_type<MemberState>("gridtrain::member_state")
       .add_message_type<GridState>("gridtrain::grid_state")
+      .add_message_type<NodeFigures>("gridtrain::node_figures")
       .add_message_type<NodeReport>("gridtrain::node_report")
-      .add_message_type<NodeStatus>("gridtrain::node_status")
-      .add_message_type<ClusterStatus>("gridtrain::cluster_status")
+      .add_message_type<NodeView>("gridtrain::node_view")
+      .add_message_type<GridView>("gridtrain::grid_view")
       .add_message_type<RoundStats>("gridtrain::round_stats")
       .add_message_type<DimensionStats>("gridtrain::dimension_stats")
       .add_message_type<NodeStats>("gridtrain::node_stats");

@@ -8,16 +8,24 @@
 // - std::vector<float> is serialized element by element (about 80 MB/s). FloatPayload moves raw bytes instead
 //   (apply_raw, about 1 GB/s). Floats travel in the host's byte order: every supported host is little-endian.
 //
+// The reports a node and the cluster give of themselves (RoundStats, NodeStats, GridView, ...) are plain structs in
+// reports.hpp, so that telemetry/ reads them without CAF; how they cross the wire is here.
+//
 // Every round message carries the full round key (epoch, layout_version, dim, line, round), so a worker can drop
 // stale messages and catch up on newer ones. Peers are sent once per layout version (StartLine), not per message.
 
 #include <caf/all.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "actors/reports.hpp"
+#include "base/result.hpp"
+#include "allreduce/round_config.hpp"
 #include "allreduce/round_key.hpp"
+#include "grid/cube.hpp"
 
 namespace gridtrain::allreduce {
 
@@ -26,17 +34,23 @@ typename Inspector::result_type inspect(Inspector& f, RoundKey& x) {
   return f(caf::meta::type_name("round_key"), x.epoch, x.layout_version, x.dim, x.line, x.round);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RoundConfig& x) {
+  return f(caf::meta::type_name("round_config"), x.reduce_threshold, x.complete_threshold, x.advance_threshold,
+           x.quorum, x.quorum_timeout_ms, x.max_chunk_floats, x.elastic_rate);
+}
+
 }  // namespace gridtrain::allreduce
 
 namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::uint32_t protocol_version = 2;
 
-// Every node offers this many DimensionNodes and LineMasters, whatever its own config says: the cluster's
-// config, not the joiner's, decides how many dimensions the grid uses (grid::kMaxDims).
-inline constexpr std::uint32_t max_dims = 6;
+// Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
+// config, not the joiner's, decides how many dimensions the grid uses.
+inline constexpr std::size_t kDimsOffered = grid::kMaxDims;
 
 // The largest payload a peer may announce. A garbage length must not make us allocate gigabytes.
 inline constexpr std::uint64_t max_payload_floats = std::uint64_t{1} << 28;
@@ -76,7 +90,7 @@ struct Join {
   std::uint32_t protocol = 0;
   std::string token_proof;  // token_proof(token, node_id); never the token itself
   caf::actor node;
-  std::vector<caf::actor> dimension_nodes;  // max_dims of them, dimension d at index d
+  std::vector<caf::actor> dimension_nodes;  // kDimsOffered of them, dimension d at index d
   std::vector<caf::actor> line_masters;     // likewise
 };
 
@@ -158,26 +172,27 @@ typename Inspector::result_type inspect(Inspector& f, LinePeer& x) {
   return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node, x.address);
 }
 
+// The most peers a StartLine may name: more than any line of a grid holds (a 1-D grid of 65,536 nodes), and
+// little enough that a garbage StartLine cannot make a member allocate much.
+inline constexpr std::size_t kMaxLinePeers = std::size_t{1} << 16;
+
 // How the rounds of a line run. The cluster's config decides, and the GridMaster ships it in every StartLine, so
 // every member of a line cuts the model the same way whatever its own config says.
 struct LineSettings {
-  std::uint64_t model_floats = 0;  // N: every member's ParameterStore holds this many floats
-  std::uint64_t max_chunk_floats = 1;
-  double reduce_threshold = 1;    // θr
-  double complete_threshold = 1;  // θc
-  double advance_threshold = 1;   // θa
-  bool timeout_quorum = false;    // allreduce.quorum: timeout
-  std::uint32_t quorum_timeout_ms = 0;
-  double elastic_rate = 1;  // α
-  std::uint32_t rounds_in_flight = 1;  // k
+  std::uint64_t model_floats = 0;      // N: every member's ParameterStore holds this many floats
+  std::uint32_t rounds_in_flight = 1;  // k (grid.rounds_in_flight); round r runs on Worker slot r % k
+  allreduce::RoundConfig round;        // the section allreduce, whole
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LineSettings& x) {
-  return f(caf::meta::type_name("line_settings"), x.model_floats, x.max_chunk_floats, x.reduce_threshold,
-           x.complete_threshold, x.advance_threshold, x.timeout_quorum, x.quorum_timeout_ms, x.elastic_rate,
-           x.rounds_in_flight);
+  return f(caf::meta::type_name("line_settings"), x.model_floats, x.rounds_in_flight, x.round);
 }
+
+// Why a member whose store holds `model_floats` floats cannot run rounds with `settings`, or ok: the same
+// validation the config ran on the cluster's own config (allreduce::validate), since a StartLine comes off the
+// wire.
+Status check(const LineSettings& settings, std::uint64_t model_floats);
 
 // GridMaster -> appointed LineMaster, then LineMaster -> every member's DimensionNode -> its Workers: the line's
 // members for this layout version, in peer-index order. Sent once per layout version.
@@ -262,19 +277,21 @@ typename Inspector::result_type inspect(Inspector& f, RoundDone& x) {
   return f(caf::meta::type_name("round_done"), x.key, x.from, x.chunks_missing);
 }
 
-// -- grid state, reports, status -------------------------------------------------------------------------------
+// -- grid state, reports, the live grid ------------------------------------------------------------------------
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Placement& x) {
+  return f(caf::meta::type_name("placement"), x.node_id, x.address, x.coords, x.masters);
+}
 
 struct MemberState {
-  std::uint64_t node_id = 0;
-  std::string address;
-  std::vector<std::int32_t> coords;
-  std::vector<std::uint32_t> masters;  // dimensions whose line this node masters
+  Placement place;
   caf::actor node;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, MemberState& x) {
-  return f(caf::meta::type_name("member_state"), x.node_id, x.address, x.coords, x.masters, x.node);
+  return f(caf::meta::type_name("member_state"), x.place, x.node);
 }
 
 // GridMaster -> every node on each change: what a successor would need to take over (failover).
@@ -291,76 +308,38 @@ typename Inspector::result_type inspect(Inspector& f, GridState& x) {
   return f(caf::meta::type_name("grid_state"), x.epoch, x.layout_version, x.dims, x.shape, x.members);
 }
 
-// Node -> GridMaster, periodically: what `gridnode status` shows about the node.
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NodeFigures& x) {
+  return f(caf::meta::type_name("node_figures"), x.rounds_done, x.param_mean, x.param_l2, x.samples,
+           x.test_accuracy, x.stale_dropped, x.quorum_shortfalls);
+}
+
+// Node -> GridMaster, every report interval: what `gridnode status` shows about the node.
 struct NodeReport {
   std::uint64_t node_id = 0;
-  std::uint64_t rounds_done = 0;
-  double param_mean = 0;
-  double param_l2 = 0;
-  std::uint64_t samples = 0;
-  double test_accuracy = -1;  // < 0: not evaluated yet
-  std::uint64_t stale_dropped = 0;
-  std::uint64_t quorum_shortfalls = 0;
-  // The parameters at report_sample_indices(N): enough for the GridMaster to estimate each node's distance to
-  // the cluster mean without shipping whole models.
+  NodeFigures figures;
+  // The parameters at allreduce::replica_sample_indices(N): enough for the GridMaster to estimate each node's
+  // distance to the cluster mean without shipping whole models.
   FloatPayload sample;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeReport& x) {
-  return f(caf::meta::type_name("node_report"), x.node_id, x.rounds_done, x.param_mean, x.param_l2, x.samples,
-           x.test_accuracy, x.stale_dropped, x.quorum_shortfalls, x.sample);
+  return f(caf::meta::type_name("node_report"), x.node_id, x.figures, x.sample);
 }
-
-// One node as `gridnode status` shows it. The report fields are 0 (test_accuracy -1) until a report came.
-struct NodeStatus {
-  std::uint64_t id = 0;
-  std::string address;
-  std::vector<std::int32_t> coords;
-  std::vector<std::uint32_t> masters;
-  std::uint64_t rounds_done = 0;
-  double param_mean = 0;
-  double param_l2 = 0;
-  std::uint64_t samples = 0;
-  double test_accuracy = -1;
-  double param_distance = -1;  // < 0: unknown (no report yet)
-  std::uint64_t stale_dropped = 0;
-  std::uint64_t quorum_shortfalls = 0;
-};
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, NodeStatus& x) {
-  return f(caf::meta::type_name("node_status"), x.id, x.address, x.coords, x.masters, x.rounds_done,
-           x.param_mean, x.param_l2, x.samples, x.test_accuracy, x.param_distance, x.stale_dropped,
-           x.quorum_shortfalls);
+typename Inspector::result_type inspect(Inspector& f, NodeView& x) {
+  return f(caf::meta::type_name("node_view"), x.place, x.figures, x.param_distance);
 }
 
-// The GridMaster's answer to status_atom: the live grid.
-struct ClusterStatus {
-  std::uint64_t epoch = 0;
-  std::uint64_t layout_version = 0;
-  std::uint32_t dims = 0;
-  std::vector<std::int32_t> shape;
-  std::vector<NodeStatus> nodes;  // ascending by id
-};
-
+// The GridMaster's answer to grid_view_atom.
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ClusterStatus& x) {
-  return f(caf::meta::type_name("cluster_status"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes);
+typename Inspector::result_type inspect(Inspector& f, GridView& x) {
+  return f(caf::meta::type_name("grid_view"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes);
 }
 
-// -- counters (answers to stats_atom; also pushed from Worker to DimensionNode to Node) ---------------------------
-
-struct RoundStats {
-  std::uint64_t rounds_done = 0;       // completed, including those finished early by catch-up
-  std::uint64_t caught_up = 0;         // finished early because a newer round of the line arrived
-  std::uint64_t abandoned = 0;         // dropped unfinished because the line changed
-  std::uint64_t stale_dropped = 0;     // messages of a round or line version we have left behind
-  std::uint64_t malformed = 0;         // messages that could not belong to our line or round
-  std::uint64_t quorum_shortfalls = 0; // rounds completed with a chunk averaged over fewer than p, or missing
-
-  RoundStats& operator+=(const RoundStats& o);
-};
+// -- counters (answers to stats_atom; also pushed from Worker to DimensionNode) ----------------------------------
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RoundStats& x) {
@@ -368,27 +347,10 @@ typename Inspector::result_type inspect(Inspector& f, RoundStats& x) {
            x.malformed, x.quorum_shortfalls);
 }
 
-// A DimensionNode's counters (its workers' summed with its own) and its current line.
-struct DimensionStats {
-  std::uint32_t dim = 0;
-  std::uint64_t layout_version = 0;  // of the current line; 0 = none yet
-  std::uint64_t line = 0;
-  std::uint32_t peers = 0;
-  RoundStats rounds;
-};
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DimensionStats& x) {
   return f(caf::meta::type_name("dimension_stats"), x.dim, x.layout_version, x.line, x.peers, x.rounds);
 }
-
-struct NodeStats {
-  std::uint64_t node_id = 0;
-  bool member = false;  // welcomed and not yet left
-  std::vector<DimensionStats> dims;  // max_dims entries, dimension d at index d
-  std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
-  RoundStats total() const;
-};
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
@@ -397,7 +359,7 @@ typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
 
 // -- atoms (requests and signals without a body) -----------------------------------------------------------------
 
-using status_atom = caf::atom_constant<caf::atom("status")>;      // -> ClusterStatus (Node, GridMaster)
+using grid_view_atom = caf::atom_constant<caf::atom("gridview")>;  // -> GridView (Node, GridMaster)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // -> NodeStats / DimensionStats / RoundStats
 using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // Node: time to report
@@ -405,9 +367,12 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // Worker: the
 using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
 using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave cleanly and end
-using grant_atom = caf::atom_constant<caf::atom("grant")>;        // test hook: (dim, n) more rounds per line
-using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;
-using abandon_atom = caf::atom_constant<caf::atom("abandon")>;    // DimensionNode -> Worker: drop the round
+// allreduce.every_steps: the learner took every_steps more steps, so a LineMaster may start more rounds.
+// Node: (allow_rounds_atom, dim, n); LineMaster: (allow_rounds_atom, n).
+using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
+using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
+// Node: -> (signature, FloatPayload), its model now, for a joining node's warm start.
+using warm_params_atom = caf::atom_constant<caf::atom("wparams")>;
 
 // Registers every type above with the actor system. Call it before the actor system is created.
 void register_message_types(caf::actor_system_config& cfg);

@@ -14,9 +14,8 @@
 #include "actors/dropped.hpp"
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
-#include "actors/status.hpp"
 #include "actors/token_proof.hpp"
-#include "actors/warm_start.hpp"
+#include "allreduce/replica_distance.hpp"
 
 namespace gridtrain::actors {
 
@@ -53,8 +52,9 @@ void collect_dims(Self self, std::function<void(std::vector<DimensionStats>)> do
     std::size_t missing;
     std::function<void(std::vector<DimensionStats>)> done;
   };
-  auto pending = std::make_shared<Pending>(Pending{std::vector<DimensionStats>(max_dims), max_dims, std::move(done)});
-  for (std::uint32_t d = 0; d < max_dims; ++d) {
+  auto pending =
+      std::make_shared<Pending>(Pending{std::vector<DimensionStats>(kDimsOffered), kDimsOffered, std::move(done)});
+  for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     pending->dims[d].dim = d;
     auto arrived = [pending] {
       if (--pending->missing == 0) pending->done(std::move(pending->dims));
@@ -69,10 +69,11 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   auto& s = self->state;
   NodeReport r;
   r.node_id = s.setup.node_id;
+  NodeFigures& f = r.figures;
   for (const auto& d : dims) {
-    r.rounds_done += d.rounds.rounds_done;
-    r.stale_dropped += d.rounds.stale_dropped;
-    r.quorum_shortfalls += d.rounds.quorum_shortfalls;
+    f.rounds_done += d.rounds.rounds_done;
+    f.stale_dropped += d.rounds.stale_dropped;
+    f.quorum_shortfalls += d.rounds.quorum_shortfalls;
   }
   s.parameters.resize(s.setup.store->size());
   s.setup.store->fetch(s.parameters);
@@ -81,12 +82,13 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
     sum += x;
     squares += static_cast<double>(x) * x;
   }
-  if (!s.parameters.empty()) r.param_mean = sum / static_cast<double>(s.parameters.size());
-  r.param_l2 = std::sqrt(squares);
-  for (std::size_t i : report_sample_indices(s.parameters.size())) r.sample.values.push_back(s.parameters[i]);
+  if (!s.parameters.empty()) f.param_mean = sum / static_cast<double>(s.parameters.size());
+  f.param_l2 = std::sqrt(squares);
+  for (std::size_t i : allreduce::replica_sample_indices(s.parameters.size()))
+    r.sample.values.push_back(s.parameters[i]);
   if (s.setup.progress) {
-    r.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
-    r.test_accuracy = s.setup.progress->test_accuracy.load(std::memory_order_relaxed);
+    f.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
+    f.test_accuracy = s.setup.progress->test_accuracy.load(std::memory_order_relaxed);
   }
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
@@ -97,8 +99,8 @@ void begin(Self self, std::string address) {
   self->delayed_send(self, s.setup.join_timeout, join_timeout_atom::value);
   if (s.setup.seed_node) {
     send_join(self, s.setup.seed_node);
-  } else if (s.setup.seed) {
-    const config::Endpoint seed = *s.setup.seed;
+  } else if (s.setup.seed_address) {
+    const config::Endpoint seed = *s.setup.seed_address;
     self->request(self->system().middleman().actor_handle(), s.setup.join_timeout, caf::connect_atom::value,
                   seed.host, seed.port)
         .then(
@@ -125,10 +127,10 @@ void begin(Self self, std::string address) {
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  for (std::uint32_t d = 0; d < max_dims; ++d) {
+  for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(self->spawn<caf::linked>(
         dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store}));
-    s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.round_budget));
+    s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
   drop_unexpected(self);
   self->set_down_handler([self](caf::down_msg& down) {
@@ -193,9 +195,9 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         });
         return promise;
       },
-      [self](status_atom) -> caf::result<caf::message> {
+      [self](grid_view_atom) -> caf::result<caf::message> {
         if (!self->state.grid_master) return caf::make_error(caf::sec::request_receiver_down, "not in a cluster");
-        return self->delegate(self->state.grid_master, status_atom::value);
+        return self->delegate(self->state.grid_master, grid_view_atom::value);
       },
       [self](outcome_atom) -> caf::result<JoinOutcome> {
         auto& s = self->state;
@@ -212,8 +214,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         store->fetch(payload.values);
         return {store->signature(), std::move(payload)};
       },
-      [self](grant_atom, std::uint32_t dim, std::uint64_t rounds) {
-        if (dim < max_dims) self->send(self->state.line_masters[dim], grant_atom::value, rounds);
+      [self](allow_rounds_atom, std::uint32_t dim, std::uint64_t rounds) {
+        if (dim < kDimsOffered) self->send(self->state.line_masters[dim], allow_rounds_atom::value, rounds);
       },
       [self](stop_atom) {
         auto& s = self->state;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <random>
+#include <set>
 
 #include "actors/node.hpp"
 #include "actors/token_proof.hpp"
@@ -51,8 +52,8 @@ NodeStats NodeHandle::stats() const {
   return stats;
 }
 
-void NodeHandle::grant_rounds(std::uint32_t dim, std::uint64_t rounds) const {
-  caf::anon_send(node_, grant_atom::value, dim, rounds);
+void NodeHandle::allow_rounds(std::uint32_t dim, std::uint64_t rounds) const {
+  caf::anon_send(node_, allow_rounds_atom::value, dim, rounds);
 }
 
 namespace {
@@ -68,21 +69,29 @@ std::uint64_t random_node_id() {
 
 }  // namespace
 
-config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
+Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   auto token = read_token(options.config.cluster.token_file);
   if (!token) return token.error();
   const std::uint64_t id = options.node_id != 0 ? options.node_id : random_node_id();
   if (!options.store) {
     if (options.config.learner.kind != config::LearnerKind::probe)
-      return config::Error{.key = "learner.kind",
+      return Error{.key = "learner.kind",
                            .message = "learner.kind model needs the learner's ParameterStore, and none was given"};
     options.store = learner::make_probe_store(options.config.learner, id);
   }
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
-  NodeSetup setup{options.config, id, std::move(token).value(), options.store, options.seed_node, options.seed,
-                  options.report_interval, options.join_timeout, options.round_budget, std::move(outcome),
-                  options.progress};
+  NodeSetup setup{.config = options.config,
+                  .node_id = id,
+                  .token = std::move(token).value(),
+                  .store = options.store,
+                  .seed_node = options.seed_node,
+                  .seed_address = options.seed_address,
+                  .report_interval = options.report_interval,
+                  .join_timeout = options.join_timeout,
+                  .paced_by_every_steps = options.paced_by_every_steps,
+                  .outcome = std::move(outcome),
+                  .progress = options.progress};
   caf::actor actor = system.spawn(node, std::move(setup));
   std::uint16_t port = 0;
   std::string address = fmt::format("local:{:016x}", id);
@@ -91,7 +100,7 @@ config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions opt
     auto bound = system.middleman().publish(actor, listen.port, listen.host.c_str());
     if (!bound) {
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-      return config::Error{.key = "cluster.listen",
+      return Error{.key = "cluster.listen",
                            .message = "cannot listen on " + listen.to_string() + ": " + system.render(bound.error())};
     }
     port = *bound;
@@ -100,6 +109,31 @@ config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions opt
   caf::anon_send(actor, begin_atom::value, address);
   return NodeHandle{system, std::move(actor), id, port, std::move(address), std::move(options.store),
                     std::move(decided)};
+}
+
+Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,
+                                 std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{system};
+  std::optional<GridView> result;
+  std::string failure = "no answer";
+  self->request(node, timeout, grid_view_atom::value)
+      .receive([&](GridView& view) { result = std::move(view); },
+               [&](caf::error& e) { failure = system.render(e); });
+  if (result) return std::move(*result);
+  return Error{.source = "status", .message = "no status from the node: " + failure};
+}
+
+Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
+                                 std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{system};
+  caf::actor node;
+  std::string failure = "no answer";
+  self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
+      .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                   std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
+               [&](caf::error& e) { failure = system.render(e); });
+  if (!node) return Error{.source = endpoint.to_string(), .message = "cannot reach the node: " + failure};
+  return query_grid_view(system, node, timeout);
 }
 
 }  // namespace gridtrain::actors

@@ -1,10 +1,10 @@
 #pragma once
-// Starting a node, and handling it from outside the actor system: what gridnode's main and the in-process
-// cluster tests use. Signal handling stays with the caller.
+// Starting a node, and handling it from outside the actor system: what gridnode and the in-process cluster tests
+// use. Signal handling stays with the caller.
 //
 //   actors::SystemConfig cfg{config};
 //   caf::actor_system system{cfg};
-//   auto node = actors::start_node(system, {.config = config, .seed = seed});
+//   auto node = actors::start_node(system, {.config = config, .seed_address = seed});
 //   if (!node) return fail(node.error());                        // bad token file, port in use, ...
 //   std::cout << "listening on " << node.value().address() << std::endl;
 //   auto joined = node.value().wait_joined();
@@ -23,18 +23,19 @@
 #include <string>
 
 #include "actors/messages.hpp"
-#include "actors/training_progress.hpp"
+#include "base/result.hpp"
 #include "config/config.hpp"
-#include "config/error.hpp"
+#include "config/endpoint.hpp"
 #include "learner/parameter_store.hpp"
+#include "learner/training_progress.hpp"
 
 namespace gridtrain::actors {
 
 struct NodeOptions {
   config::Config config;
   // Where to join. Neither: bootstrap a new cluster, this node hosting its GridMaster.
-  std::optional<config::Endpoint> seed;  // the node listening at host:port
-  caf::actor seed_node;                  // a node actor in this process (in-process clusters); wins over `seed`
+  std::optional<config::Endpoint> seed_address;  // the node listening at host:port
+  caf::actor seed_node;  // a node actor in this process (in-process clusters); wins over `seed_address`
   std::uint64_t node_id = 0;             // 0: a random id
   // The parameters to average. Null: learner.kind must be probe, and a probe store is made (learner/probe.hpp).
   std::shared_ptr<learner::ParameterStore> store;
@@ -42,10 +43,10 @@ struct NodeOptions {
   bool listen = true;
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
-  // Test hook: the rounds each LineMaster of this node may start; nullopt = no limit. grant_rounds() adds more.
-  std::optional<std::uint64_t> round_budget;
+  // allreduce.every_steps > 0: this node's LineMasters start a round only when allow_rounds() allowed one.
+  bool paced_by_every_steps = false;
   // The trainer's progress, for the node's reports (gridnode status); null when it does not train.
-  std::shared_ptr<TrainingProgress> progress;
+  std::shared_ptr<learner::TrainingProgress> progress;
 };
 
 // A started node. Copies refer to the same node. REQUIRES: the actor system outlives every use.
@@ -75,8 +76,9 @@ class NodeHandle {
 
   // The node's counters (rounds per dimension, drops); a default NodeStats if the node has ended.
   NodeStats stats() const;
-  // Test hook: `rounds` more rounds for this node's LineMaster of `dim`, if it masters a line now or later.
-  void grant_rounds(std::uint32_t dim, std::uint64_t rounds) const;
+  // allreduce.every_steps: `rounds` more rounds for this node's LineMaster of `dim`, if it masters a line now or
+  // later. Without NodeOptions::paced_by_every_steps there is no budget to raise, and this does nothing.
+  void allow_rounds(std::uint32_t dim, std::uint64_t rounds) const;
 
  private:
   caf::actor_system* system_;
@@ -90,6 +92,14 @@ class NodeHandle {
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be
 // read, learner.kind is model and no store was given, the listen address cannot be bound.
-config::Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options);
+Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options);
+
+// Asks any node of a cluster for the live grid (its GridMaster answers): the node at `endpoint` (its
+// cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a
+// cluster, or does not answer within `timeout`.
+Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
+Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 }  // namespace gridtrain::actors

@@ -1,20 +1,18 @@
 #pragma once
 // The cluster token: a shared secret in a file (cluster.token_file). A joining node proves it knows the token
-// without sending it: the proof is HMAC-SHA-256 keyed with the token over the node's id, so a proof seen on the
-// wire is good only for that node id (and the GridMaster refuses an id that is already a member).
-// Pure: no actors, no I/O besides read_token.
+// without sending it: the proof is HMAC-SHA-256 (OpenSSL) keyed with the token over the node's id, so a proof seen
+// on the wire is good only for that node id (and the GridMaster refuses an id that is already a member).
 
-#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::actors {
 
 // The token file's content, trailing whitespace (a final newline) removed; "" for an empty path (no token).
-config::Result<std::string> read_token(const std::string& path);
+Result<std::string> read_token(const std::string& path);
 
 // Lowercase hex of HMAC-SHA-256(key = token, message = "gridtrain-join/" + node id as 8 little-endian bytes).
 // "" when the token is "" (a cluster without a token).
@@ -22,10 +20,5 @@ std::string token_proof(std::string_view token, std::uint64_t node_id);
 
 // Whether `proof` is token_proof(token, node_id), compared in constant time.
 bool token_proof_matches(std::string_view token, std::uint64_t node_id, std::string_view proof);
-
-// The primitives, exposed for their tests (FIPS 180-4 and RFC 2104).
-std::array<std::uint8_t, 32> sha256(std::string_view data);
-std::array<std::uint8_t, 32> hmac_sha256(std::string_view key, std::string_view message);
-std::string to_hex(const std::array<std::uint8_t, 32>& digest);
 
 }  // namespace gridtrain::actors

@@ -67,7 +67,7 @@ void complete_if_done(Self self) {
   auto& s = self->state;
   if (!s.round || s.done || !s.round->complete()) return;
   s.done = true;
-  const auto alpha = static_cast<float>(s.line->settings.elastic_rate);
+  const auto alpha = static_cast<float>(s.line->settings.round.elastic_rate);
   const allreduce::Round& round = *s.round;
   s.setup.store->update_each([&](std::size_t offset, std::span<float> values) {
     allreduce::elastic_update(values, offset, round, alpha);
@@ -91,25 +91,22 @@ void catch_up(Self self) {
 // 1. Fetch, 2. scatter; in timeout mode, arm the quorum deadline.
 void start_round(Self self, const allreduce::RoundKey& key) {
   auto& s = self->state;
-  const LineSettings& cfg = s.line->settings;
-  allreduce::RoundConfig rc;
-  rc.reduce_threshold = cfg.reduce_threshold;
-  rc.complete_threshold = cfg.complete_threshold;
-  rc.mode = cfg.timeout_quorum ? allreduce::QuorumMode::timeout : allreduce::QuorumMode::fraction;
-  rc.max_chunk_floats = cfg.max_chunk_floats;
+  const allreduce::RoundConfig& config = s.line->settings.round;
   s.round.reset();
   s.done = false;
-  try {
-    s.round.emplace(key, s.setup.store->size(), static_cast<std::uint32_t>(s.line->peers.size()), s.self_index, rc);
-  } catch (const std::exception& e) {
+  auto round = allreduce::Round::create(key, s.setup.store->size(), static_cast<std::uint32_t>(s.line->peers.size()),
+                                        s.self_index, config);
+  if (!round) {
     // DimensionNode checked the settings; this is a last line of defence against a broken StartLine.
-    spdlog::error("worker dim {} slot {}: cannot run round {}: {}", s.setup.dim, s.setup.slot, key.round, e.what());
+    spdlog::error("worker dim {} slot {}: cannot run round {}: {}", s.setup.dim, s.setup.slot, key.round,
+                  round.error().to_string());
     return;
   }
+  s.round.emplace(std::move(round).value());
   s.setup.store->fetch(s.round->send_buffer());
   send_all(self, s.round->scatter());
-  if (cfg.timeout_quorum)
-    self->delayed_send(self, std::chrono::milliseconds(cfg.quorum_timeout_ms), deadline_atom::value,
+  if (config.quorum == allreduce::QuorumMode::timeout)
+    self->delayed_send(self, std::chrono::milliseconds(config.quorum_timeout_ms), deadline_atom::value,
                        key.layout_version, key.round);
   complete_if_done(self);
 }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <stdexcept>
 
 namespace gridtrain::allreduce {
 
@@ -10,31 +9,45 @@ namespace {
 
 std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
-}  // namespace
-
-Partition::Partition(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats)
-    : model_floats_(model_floats), peers_(peers), max_chunk_floats_(max_chunk_floats), block_floats_(0) {
-  if (peers == 0) throw std::invalid_argument("partition: a line needs at least one peer");
-  if (max_chunk_floats == 0) throw std::invalid_argument("partition: max_chunk_floats must be at least 1");
-  block_floats_ = ceil_div(model_floats, peers);
-  first_chunk_.resize(std::size_t{peers} + 1);
-  std::size_t total = 0;
-  for (std::uint32_t j = 0; j < peers; ++j) {
-    first_chunk_[j] = static_cast<std::uint32_t>(total);
-    total += ceil_div(block(j).length, max_chunk_floats);
-    if (total > std::numeric_limits<std::uint32_t>::max()) {
-      throw std::invalid_argument("partition: more than 2^32 - 1 chunks; raise max_chunk_floats");
-    }
-  }
-  first_chunk_[peers] = static_cast<std::uint32_t>(total);
-}
-
-Range Partition::block(std::uint32_t j) const {
-  // min() twice: past the end of the model, blocks are empty rather than out of range.
-  const std::size_t begin = std::min(std::size_t{j} * block_floats_, model_floats_);
-  const std::size_t end = std::min(begin + block_floats_, model_floats_);
+// Block j of a model of n floats cut into blocks of `block_floats`. min() twice: past the end of the model,
+// blocks are empty rather than out of range.
+Range block_range(std::uint32_t j, std::size_t block_floats, std::size_t n) {
+  const std::size_t begin = std::min(std::size_t{j} * block_floats, n);
+  const std::size_t end = std::min(begin + block_floats, n);
   return {begin, end - begin};
 }
+
+}  // namespace
+
+Result<Partition> Partition::create(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats) {
+  if (peers == 0) return Error{.message = "partition: a line needs at least one peer"};
+  if (max_chunk_floats == 0) return Error{.message = "partition: max_chunk_floats must be at least 1"};
+  const std::size_t block_floats = ceil_div(model_floats, peers);
+  std::size_t total = 0;
+  for (std::uint32_t j = 0; j < peers; ++j) {
+    total += ceil_div(block_range(j, block_floats, model_floats).length, max_chunk_floats);
+    if (total > std::numeric_limits<std::uint32_t>::max())
+      return Error{.message = "partition: more than 2^32 - 1 chunks; raise max_chunk_floats"};
+  }
+  return Partition(model_floats, peers, max_chunk_floats);
+}
+
+// REQUIRES: create()'s checks passed.
+Partition::Partition(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats)
+    : model_floats_(model_floats),
+      peers_(peers),
+      max_chunk_floats_(max_chunk_floats),
+      block_floats_(ceil_div(model_floats, peers)),
+      first_chunk_(std::size_t{peers} + 1) {
+  std::uint32_t total = 0;
+  for (std::uint32_t j = 0; j < peers; ++j) {
+    first_chunk_[j] = total;
+    total += static_cast<std::uint32_t>(ceil_div(block(j).length, max_chunk_floats));
+  }
+  first_chunk_[peers] = total;
+}
+
+Range Partition::block(std::uint32_t j) const { return block_range(j, block_floats_, model_floats_); }
 
 Range Partition::chunk(std::uint32_t c) const {
   const std::uint32_t j = block_of(c);

@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "base/result.hpp"
+
 namespace gridtrain::allreduce {
 
 // A slice of the model vector. Offsets are absolute (into the whole vector), never relative to a
@@ -24,9 +26,9 @@ struct Range {
 // model order, across all blocks; empty blocks have no chunks.
 class Partition {
  public:
-  // Throws std::invalid_argument when peers == 0, max_chunk_floats == 0, or the chunk count
-  // would not fit in 32 bits.
-  Partition(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats);
+  // The partition, or why there is none: peers == 0, max_chunk_floats == 0, or a chunk count that
+  // would not fit in 32 bits. The sizes may come from a peer, so they are checked, not assumed.
+  static Result<Partition> create(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats);
 
   std::size_t model_floats() const { return model_floats_; }
   std::uint32_t peers() const { return peers_; }
@@ -54,6 +56,8 @@ class Partition {
   std::optional<std::uint32_t> find_chunk(std::size_t offset, std::size_t length) const;
 
  private:
+  Partition(std::size_t model_floats, std::uint32_t peers, std::size_t max_chunk_floats);
+
   std::size_t model_floats_;
   std::uint32_t peers_;
   std::size_t max_chunk_floats_;

@@ -1,23 +1,29 @@
 #include "allreduce/round.hpp"
 
-#include <stdexcept>
 
 namespace gridtrain::allreduce {
 
+Result<Round> Round::create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                            const RoundConfig& config) {
+  auto partition = Partition::create(model_floats, peers, config.max_chunk_floats);
+  if (!partition) return partition.error();
+  if (self >= peers) return Error{.message = "round: our index must be below the number of peers"};
+  return Round(key, std::move(partition).value(), self, config);
+}
+
 // Algorithm 1, line 1: create buffers s, r and g. Everything is sized here, once; handling a
 // message allocates nothing beyond the outbox's first growth.
-Round::Round(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self, RoundConfig config)
+Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundConfig& config)
     : key_(key),
-      partition_(model_floats, peers, config.max_chunk_floats),
+      partition_(std::move(partition)),
       self_(self),
-      mode_(config.mode),
-      reduce_quorum_(quorum(config.reduce_threshold, peers)),
+      mode_(config.quorum),
+      reduce_quorum_(quorum(config.reduce_threshold, partition_.peers())),
       complete_quorum_(quorum(config.complete_threshold, partition_.chunk_count())),
-      block_(),
-      first_chunk_(0) {
-  if (self >= peers) throw std::invalid_argument("round: our index must be below the number of peers");
-  block_ = partition_.block(self);
-  first_chunk_ = partition_.first_chunk(self);
+      block_(partition_.block(self)),
+      first_chunk_(partition_.first_chunk(self)) {
+  const std::uint32_t peers = partition_.peers();
+  const std::size_t model_floats = partition_.model_floats();
   const std::uint32_t our_chunks = partition_.chunks_in_block(self);
   send_.assign(model_floats, 0.0f);
   sum_.assign(block_.length, 0.0);

@@ -9,16 +9,11 @@
 #include "allreduce/messages.hpp"
 #include "allreduce/partition.hpp"
 #include "allreduce/quorum.hpp"
+#include "allreduce/round_config.hpp"
 #include "allreduce/round_key.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::allreduce {
-
-struct RoundConfig {
-  double reduce_threshold = 1.0;    // theta_r: share of the p peers a chunk of our block waits for
-  double complete_threshold = 1.0;  // theta_c: share of all C chunks the round waits for
-  QuorumMode mode = QuorumMode::fraction;
-  std::size_t max_chunk_floats = std::size_t{1} << 16;
-};
 
 // What went wrong in a round, for metrics.
 struct RoundCounters {
@@ -41,7 +36,7 @@ struct Outcome {
 // One allreduce round of BIDMach (Algorithm 1 of the paper) among the p peers of a line, seen
 // from peer `self`, as a state machine with no I/O: the caller moves the messages and the clock.
 //
-//   Round round(key, n, peers, self, config);
+//   Round round = Round::create(key, n, peers, self, config).value();
 //   copy the model into round.send_buffer();            // 1. fetch
 //   send(round.scatter());                             // 2. scatter
 //   for each message: send(round.on_scatter(m).sends)  // 3. reduce, and send the mean
@@ -62,8 +57,11 @@ struct Outcome {
 // Not thread-safe: one owner (the Worker) drives it.
 class Round {
  public:
-  // Throws std::invalid_argument if peers == 0, self >= peers, or the Partition rejects the sizes.
-  Round(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self, RoundConfig config);
+  // The round, or why there is none: peers == 0, self >= peers, or sizes the Partition rejects. It uses the
+  // config's thresholds θr and θc, its quorum mode and max_chunk_floats (the rest is the caller's: α, θa, the
+  // timeout's clock).
+  static Result<Round> create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                              const RoundConfig& config);
   // Copying would leave Sends pointing into the original's buffers.
   Round(const Round&) = delete;
   Round& operator=(const Round&) = delete;
@@ -128,6 +126,8 @@ class Round {
   const RoundCounters& counters() const { return counters_; }
 
  private:
+  Round(RoundKey key, Partition partition, std::uint32_t self, const RoundConfig& config);
+
   bool quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_t all) const;
   Verdict check_key(const RoundKey& key);
   void reduce(std::uint32_t c);

@@ -26,8 +26,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/child_process.hpp"
-#include "actors/status.hpp"
+#include "actors/node_handle.hpp"
+#include "app/child_process.hpp"
 #include "actors/system_config.hpp"
 #include "config/config.hpp"
 
@@ -92,13 +92,18 @@ int main(int argc, char** argv) {
                                  << "grid: {dims: 1, rounds_in_flight: " << in_flight << "}\n"
                                  << "allreduce: {elastic_rate: 0.5}\n"
                                  << "learner: {kind: probe, probe_floats: " << s << "}\n";
-      std::vector<std::unique_ptr<actors::ChildProcess>> nodes;
+      std::vector<std::unique_ptr<app::ChildProcess>> nodes;
       std::string seed;
       bool started = true;
       for (long i = 0; i < p && started; ++i) {
         std::vector<std::string> args{"run", "--config", config_path, "--listen", "127.0.0.1:0"};
         if (!seed.empty()) args.insert(args.end(), {"--seed", seed});
-        nodes.push_back(std::make_unique<actors::ChildProcess>(gridnode, args));
+        auto child = app::ChildProcess::start(gridnode, args);
+        if (!child) {
+          std::fprintf(stderr, "error: %s\n", child.error().to_string().c_str());
+          return 1;
+        }
+        nodes.push_back(std::move(child).value());
         auto line = nodes.back()->wait_for_line("listening on ", 30s);
         if (!line) {
           std::fprintf(stderr, "error: node %ld did not start: %s\n", i, nodes.back()->output().c_str());
@@ -110,10 +115,10 @@ int main(int argc, char** argv) {
       if (!started) return 1;
       auto seed_endpoint = config::parse_endpoint(seed).value();
       auto sample = [&]() -> std::optional<Sample> {
-        auto status = actors::query_status(system, seed_endpoint, 10s);
-        if (!status || status.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
+        auto view = actors::query_grid_view(system, seed_endpoint, 10s);
+        if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
         double sum = 0;
-        for (auto& n : status.value().nodes) sum += static_cast<double>(n.rounds_done);
+        for (auto& n : view.value().nodes) sum += static_cast<double>(n.figures.rounds_done);
         auto now = std::chrono::steady_clock::now().time_since_epoch();
         return Sample{std::chrono::duration<double>(now).count(), sum / static_cast<double>(p)};
       };

@@ -27,7 +27,8 @@
 
 #include "actors/node_handle.hpp"
 #include "actors/system_config.hpp"
-#include "actors/trainer.hpp"
+#include "learner/trainer.hpp"
+#include "telemetry/epoch_log.hpp"
 #include "config/config.hpp"
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"
@@ -88,18 +89,18 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
   }
   // All nodes start training together, from their own initialisations (the same seed: the same model).
   std::mutex print;
-  std::vector<std::unique_ptr<actors::Trainer>> trainers;
+  std::vector<std::unique_ptr<learner::Trainer>> trainers;
   for (int i = 0; i < nodes; ++i) {
-    actors::TrainerSetup setup;
+    learner::TrainerSetup setup;
     setup.learner = learners[i];
     setup.test = test;
     if (alpha > 0) setup.rounds = [h = handles[i]] { return h.stats().total().rounds_done; };
-    setup.on_epoch = [&print, i, mode](const actors::EpochReport& r) {
+    setup.on_epoch = [&print, i, mode](const learner::EpochReport& r) {
       std::lock_guard lock(print);
-      std::printf("%s node %d: %s\n", mode.c_str(), i, actors::progress_line(r).c_str());
+      std::printf("%s node %d: %s\n", mode.c_str(), i, telemetry::progress_line(r).c_str());
       std::fflush(stdout);
     };
-    trainers.push_back(std::make_unique<actors::Trainer>(std::move(setup)));
+    trainers.push_back(std::make_unique<learner::Trainer>(std::move(setup)));
   }
   for (auto& t : trainers) t->start();
   std::vector<NodeResult> results(nodes);

@@ -165,11 +165,8 @@ Status validate(const LoadState& state, const std::string& source) {
                                           std::to_string(c.cluster.connection_timeout_ms) + "), found " +
                                           std::to_string(c.cluster.heartbeat_ms));
   }
-  if (c.allreduce.quorum == QuorumMode::timeout && c.allreduce.quorum_timeout_ms <= 0) {
-    if (set("allreduce.quorum_timeout_ms"))
-      return at("allreduce.quorum_timeout_ms", "expected > 0 with allreduce.quorum timeout, found 0");
-    return at("allreduce.quorum", "timeout needs allreduce.quorum_timeout_ms > 0, found 0");
-  }
+  // The same check the actors run on every StartLine: the RoundConfig's own.
+  if (Status round = allreduce::validate(c.allreduce); !round.ok()) return at(round.error().key, round.error().message);
   if (c.checkpoint.every > 0 && c.checkpoint.dir.empty())
     return at("checkpoint.every", "expected 0 (off) while checkpoint.dir is \"\", found " +
                                       std::to_string(c.checkpoint.every));

@@ -21,9 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include "allreduce/round_config.hpp"
 #include "config/endpoint.hpp"
 #include "config/enums.hpp"
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::config {
 
@@ -38,22 +39,17 @@ struct ClusterConfig {
 };
 
 struct GridConfig {
-  std::optional<int> dims;  // 1..6; nullopt = "auto": the fewest dims whose lines hold at most max_line nodes
+  std::optional<int> dims;  // 1..grid::kMaxDims; nullopt = "auto": the fewest dims whose lines hold <= max_line
   int max_line = 0;
-  int rounds_in_flight = 0;  // k in BIDMach
+  int rounds_in_flight = 0;  // k in BIDMach; in allreduce::kRoundsInFlightRange
 
   bool operator==(const GridConfig&) const = default;
 };
 
-struct AllreduceConfig {
-  double reduce_threshold = 0;    // θr in (0, 1]
-  double complete_threshold = 0;  // θc in (0, 1]
-  double advance_threshold = 0;   // θa in (0, 1]
-  QuorumMode quorum = QuorumMode::fraction;
-  int quorum_timeout_ms = 0;  // > 0 when quorum is timeout
-  int max_chunk_floats = 0;
-  double elastic_rate = 0;  // α in (0, 1]
-  int every_steps = 0;      // 0 = rounds back to back; n = one round per n learner steps
+// The section `allreduce`: the RoundConfig every line of the cluster runs with (its fields, defaults and bounds
+// live in allreduce/round_config.hpp), and how often this node's learner lets its lines run a round.
+struct AllreduceConfig : allreduce::RoundConfig {
+  int every_steps = 0;  // 0 = rounds back to back; n = one round per n learner steps
 
   bool operator==(const AllreduceConfig&) const = default;
 };

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::config {
 

@@ -6,9 +6,12 @@
 #include <optional>
 #include <string_view>
 
+#include "allreduce/quorum.hpp"
+
 namespace gridtrain::config {
 
-enum class QuorumMode { fraction, timeout };
+// The quorum mode's home is the allreduce (allreduce/quorum.hpp); the config only spells it.
+using allreduce::QuorumMode;
 enum class LearnerKind { model, probe };
 enum class Device { automatic, cpu, cuda };
 enum class OptimizerKind { sgd, momentum };

@@ -10,7 +10,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/enums.hpp"
-#include "config/error.hpp"
+#include "base/range.hpp"
+#include "base/result.hpp"
 #include "config/suggest.hpp"
 
 namespace gridtrain::config {
@@ -29,33 +30,8 @@ struct Value {
   YAML::Mark mark;
 };
 
-// Inclusive integer bounds.
-struct IntRange {
-  std::int64_t min = std::numeric_limits<int>::min();
-  std::int64_t max = std::numeric_limits<int>::max();
-
-  // describe() leaves out a bound that is only the int's own limit.
-  bool states_min() const;
-  bool states_max() const;
-  std::string describe() const;  // ">= 1", "in [1, 6]"
-};
-
-// Bounds for a real number, each open or closed; ±infinity for none.
-struct NumberRange {
-  double min = -std::numeric_limits<double>::infinity();
-  double max = std::numeric_limits<double>::infinity();
-  bool min_open = false;
-  bool max_open = false;
-
-  bool contains(double x) const;
-  std::string describe() const;  // "> 0", "in (0, 1]"
-};
-
 // How a value reads in a message: 1.5, "quoted", null, a map, a list.
 std::string describe(const YAML::Node& node);
-
-// The shortest text that reads back as the same double: "0.3", "1", "1e-05".
-std::string format_number(double x);
 
 class Reader {
  public:

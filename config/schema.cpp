@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <set>
 
+#include "allreduce/round_config.hpp"
+#include "grid/cube.hpp"
+
 namespace gridtrain::config {
 
 // ---- Codecs: how one type of value is described, read and written. A key is a codec plus a field. ----------
@@ -24,14 +27,16 @@ struct BoolCodec {
   void write(T x, YAML::Emitter& out) const { out << (x ? "true" : "false"); }
 };
 
+// An integer field of type Int; the range must lie within Int.
+template <class Int = int>
 struct IntCodec {
-  using T = int;
+  using T = Int;
   IntRange range;
   std::string type_text() const { return "integer " + range.describe(); }
   Result<T> read(const Value& v, const std::string& key, const Reader& r) const {
     auto x = r.integer(v, key, range);
     if (!x.ok()) return x.error();
-    return static_cast<int>(x.value());  // range is within int
+    return static_cast<T>(x.value());
   }
   void write(T x, YAML::Emitter& out) const { out << std::to_string(x); }
 };
@@ -123,7 +128,7 @@ struct EnumCodec {
 // grid.dims: an integer, or "auto" (held as nullopt).
 struct DimsCodec {
   using T = std::optional<int>;
-  static constexpr IntRange range{1, 6};
+  static constexpr IntRange range{1, grid::kMaxDims};
   std::string type_text() const { return "integer " + range.describe() + " or auto"; }
   Result<T> read(const Value& v, const std::string& key, const Reader& r) const {
     if (v.node.IsScalar() && v.node.Scalar() == "auto") return T{};
@@ -365,7 +370,7 @@ std::unique_ptr<Key> key(std::string path, Get get, Codec codec, typename Codec:
 
 constexpr IntRange at_least(int n) { return IntRange{n}; }
 constexpr double infinity = std::numeric_limits<double>::infinity();
-constexpr NumberRange unit_interval{0, 1, true, false};  // (0, 1]
+constexpr NumberRange unit_interval{0, 1, true, false};  // (0, 1]: the step schedule's factor
 constexpr NumberRange fraction_below_one{0, 1, false, true};  // [0, 1)
 constexpr NumberRange positive{0, infinity, true, false};  // > 0
 constexpr NumberRange non_negative{0, infinity, false, false};  // >= 0
@@ -381,6 +386,9 @@ std::vector<LayerSpec> default_layers() {
 
 Schema::Schema() {
   const std::string fmnist = "/usr/share/datasets/fashion-mnist/";
+  // The allreduce keys' defaults and bounds are RoundConfig's own (allreduce/round_config.hpp).
+  const allreduce::RoundConfig round;
+  using allreduce::kFractionRange;
   auto add = [this](std::unique_ptr<Key> k) { keys_.push_back(std::move(k)); };
   // clang-format off
   add(key(FIELD(cluster, name), StringCodec{}, "gridtrain", "the cluster's name, in logs and metrics"));
@@ -395,23 +403,25 @@ Schema::Schema() {
   add(key(FIELD(grid, dims), DimsCodec{}, 2,
           "1 = all-to-all, 2 = BIDMach's grid, auto = the fewest whose lines hold <= max_line nodes"));
   add(key(FIELD(grid, max_line), IntCodec{at_least(2)}, 16, "with dims auto: the most nodes in one line"));
-  add(key(FIELD(grid, rounds_in_flight), IntCodec{at_least(1)}, 3,
+  add(key(FIELD(grid, rounds_in_flight), IntCodec{allreduce::kRoundsInFlightRange}, 3,
           "k: allreduce rounds in flight per line (BIDMach: 3)"));
 
-  add(key(FIELD(allreduce, reduce_threshold), NumberCodec{unit_interval}, 1.0,
+  add(key(FIELD(allreduce, reduce_threshold), NumberCodec{kFractionRange}, round.reduce_threshold,
           "θr: a chunk is reduced once ceil(θr·p) peers contributed"));
-  add(key(FIELD(allreduce, complete_threshold), NumberCodec{unit_interval}, 1.0,
+  add(key(FIELD(allreduce, complete_threshold), NumberCodec{kFractionRange}, round.complete_threshold,
           "θc: a round completes once ceil(θc·C) of its C chunks are in"));
-  add(key(FIELD(allreduce, advance_threshold), NumberCodec{unit_interval}, 1.0,
+  add(key(FIELD(allreduce, advance_threshold), NumberCodec{kFractionRange}, round.advance_threshold,
           "θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r"));
-  add(key(FIELD(allreduce, quorum), EnumCodec<QuorumMode>{}, QuorumMode::fraction,
+  add(key(FIELD(allreduce, quorum), EnumCodec<QuorumMode>{}, round.quorum,
           "fraction: act at the thresholds; timeout: wait for all until quorum_timeout_ms, then for the thresholds"));
-  add(key(FIELD(allreduce, quorum_timeout_ms), IntCodec{at_least(0)}, 1000,
+  add(key(FIELD(allreduce, quorum_timeout_ms), IntCodec<std::uint32_t>{allreduce::kQuorumTimeoutRange},
+          round.quorum_timeout_ms,
           "the wait of timeout quorum; > 0 when quorum is timeout"));
-  add(key(FIELD(allreduce, max_chunk_floats), IntCodec{at_least(1)}, 65536,
+  add(key(FIELD(allreduce, max_chunk_floats), IntCodec<std::uint32_t>{allreduce::kChunkFloatsRange},
+          round.max_chunk_floats,
           "the largest chunk one message carries, in floats"));
-  add(key(FIELD(allreduce, elastic_rate), NumberCodec{unit_interval}, 0.3,
-          "α: after a round, m <- (1 - α)·m + α·mean"));
+  add(key(FIELD(allreduce, elastic_rate), NumberCodec{kFractionRange}, round.elastic_rate,
+          "α: after a round, m <- m + α·(mean - fetched); (1 - α)·m + α·mean where the learner left m alone"));
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
           "one round per this many learner steps; 0 = rounds back to back"));
 

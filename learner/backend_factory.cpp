@@ -80,7 +80,7 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::string& why) {
   return std::unique_ptr<CudaBackend>(backend);
 }
 
-config::Result<BackendChoice> make_backend(config::Device device) {
+Result<BackendChoice> make_backend(config::Device device) {
   BackendChoice choice;
   if (device != config::Device::cpu) {
     std::string why;
@@ -90,7 +90,7 @@ config::Result<BackendChoice> make_backend(config::Device device) {
       return choice;
     }
     if (device == config::Device::cuda)
-      return config::Error{
+      return Error{
           .key = "learner.device",
           .message = "expected a usable GPU for cuda, found none: " + why + " (use auto to fall back to the CPU)"};
     choice.note = std::move(why);

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "config/config.hpp"
-#include "config/error.hpp"
+#include "base/result.hpp"
 #include "learner/layer.hpp"
 
 namespace gridtrain::learner {
@@ -27,7 +27,7 @@ struct BackendChoice {
   std::string note;             // for auto on the CPU: why not CUDA ("no CUDA device: ..."); else empty
 };
 
-config::Result<BackendChoice> make_backend(config::Device device);
+Result<BackendChoice> make_backend(config::Device device);
 
 // The CUDA backend, or null and why not (`why` as in BackendChoice::note). Thread-safe.
 std::unique_ptr<CudaBackend> make_cuda_backend(std::string& why);

@@ -19,9 +19,6 @@ namespace gridtrain::learner {
 
 namespace {
 
-using config::Error;
-using config::Result;
-using config::Status;
 
 // The format is little-endian and the floats go to disk as they lie in memory.
 static_assert(std::endian::native == std::endian::little, "checkpoint I/O assumes a little-endian host");

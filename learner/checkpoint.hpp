@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::learner {
 
@@ -43,10 +43,10 @@ inline constexpr std::uint32_t checkpoint_version = 1;
 
 // Writes `data` to `path` atomically (see above). Every failure (no such directory, permission, disk full, I/O
 // error) comes back as an Error with `path` as its source, and leaves any previous file at `path` intact.
-config::Status write_checkpoint(const std::string& path, const CheckpointData& data);
+Status write_checkpoint(const std::string& path, const CheckpointData& data);
 
 // Reads a checkpoint, verifying its magic, version, sizes, checksum and, last, that its signature is
 // `expected_signature`. A corrupt, truncated, foreign or mismatched file is refused with an Error that says why.
-config::Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t expected_signature);
+Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t expected_signature);
 
 }  // namespace gridtrain::learner

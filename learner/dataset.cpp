@@ -13,8 +13,6 @@ namespace gridtrain::learner {
 
 namespace {
 
-using config::Error;
-using config::Result;
 
 constexpr int idx_classes = 10;  // MNIST and Fashion-MNIST
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::config {
 struct DataConfig;
@@ -44,12 +44,12 @@ inline constexpr Normalization fashion_mnist_normalization{0.28604060f, 0.353024
 // Loads images (u8, 3-D: count x rows x columns, giving sample_shape {1, rows, columns}; or 4-D: count x
 // channels x rows x columns) and labels (u8, 1-D, each < 10). The two must hold the same number of samples, at
 // least one. `images_key` / `labels_key` name the config keys that gave the paths, for errors.
-config::Result<Dataset> load_dataset(const std::string& images_path, const std::string& labels_path, bool normalize,
+Result<Dataset> load_dataset(const std::string& images_path, const std::string& labels_path, bool normalize,
                                      std::string_view images_key = {}, std::string_view labels_key = {});
 
 // The training set and the test set (the evaluation input) named by the data section, with its normalisation.
-config::Result<Dataset> load_train_set(const config::DataConfig& data);
-config::Result<Dataset> load_test_set(const config::DataConfig& data);
+Result<Dataset> load_train_set(const config::DataConfig& data);
+Result<Dataset> load_test_set(const config::DataConfig& data);
 
 // The mean and population standard deviation of all of `dataset`'s image floats (computed in double).
 Normalization image_statistics(const Dataset& dataset);

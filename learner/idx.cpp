@@ -18,9 +18,6 @@ namespace gridtrain::learner {
 
 namespace {
 
-using config::Error;
-using config::Result;
-using config::Status;
 
 constexpr std::uint8_t type_u8 = 0x08;
 constexpr std::size_t magic_bytes = 4;

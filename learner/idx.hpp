@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::learner {
 
@@ -27,11 +27,11 @@ enum class IdxCompression { plain, gzip };
 
 // Reads an IDX u8 file, gzip or plain. Errors carry `path` as their source and `key` (the config key that named
 // the file, if any), and say what was expected and what was found, with byte offsets into the uncompressed data.
-config::Result<IdxArray> read_idx(const std::string& path, std::string_view key = {});
+Result<IdxArray> read_idx(const std::string& path, std::string_view key = {});
 
 // Writes `array` as an IDX u8 file (magic 0x0000 08 NN), replacing any file at `path`. For tests and tools.
 // REQUIRES: 1 <= dims.size() <= 255; the product of dims == data.size().
-config::Status write_idx(const std::string& path, const IdxArray& array,
+Status write_idx(const std::string& path, const IdxArray& array,
                          IdxCompression compression = IdxCompression::plain);
 
 // Asks the kernel for transparent huge pages on [data, data + bytes), before the memory is first touched: filling

@@ -33,15 +33,15 @@ void shuffle(std::vector<std::uint32_t>& order, std::uint64_t seed, int epoch) {
   }
 }
 
-config::Error data_error(std::string message) {
-  return config::Error{.key = "learner.model", .message = std::move(message)};
+Error data_error(std::string message) {
+  return Error{.key = "learner.model", .message = std::move(message)};
 }
 
 }  // namespace
 
-config::Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& config, Dataset train) {
+Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& config, Dataset train) {
   if (config.batch < 1)
-    return config::Error{.key = "learner.batch", .message = "expected >= 1, found " + std::to_string(config.batch)};
+    return Error{.key = "learner.batch", .message = "expected >= 1, found " + std::to_string(config.batch)};
   auto model = Model::build(config.model);
   if (!model.ok()) return model.error();
   if (train.count == 0) return data_error("expected a training shard with at least one sample, found none");
@@ -55,7 +55,7 @@ config::Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerCo
   } catch (const std::runtime_error& e) {
     if (!on_gpu) throw;
     // Out of device memory, say: the GPU was there but cannot take this model.
-    return config::Error{.key = "learner.device", .message = std::string("the CUDA backend failed: ") + e.what()};
+    return Error{.key = "learner.device", .message = std::string("the CUDA backend failed: ") + e.what()};
   }
   if (auto ok = learner->check(learner->train_); !ok.ok()) return ok.error();
   return learner;
@@ -101,7 +101,7 @@ void Learner::reload() {
   reload_ = false;
 }
 
-config::Status Learner::check(const Dataset& data) const {
+Status Learner::check(const Dataset& data) const {
   if (data.sample_floats != model_.input_floats())
     return data_error("expected samples of " + shape_text(model_.input()) + " (" +
                       std::to_string(model_.input_floats()) + " floats) as learner.model.input says, found " +

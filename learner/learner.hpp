@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "config/error.hpp"
+#include "base/result.hpp"
 #include "learner/backend_factory.hpp"
 #include "learner/cuda_backend.hpp"
 #include "learner/dataset.hpp"
@@ -63,7 +63,7 @@ class Learner {
   // Builds the model (learner.model), initialises it from learner.seed, and sets OpenBLAS's thread count to
   // learner.threads when > 0 (process-wide). `train` is this node's shard. Errors: a model whose shapes do not
   // fit, a shard that is empty or does not match the model's input or classes, device cuda without a GPU.
-  static config::Result<std::unique_ptr<Learner>> create(const config::LearnerConfig& config, Dataset train);
+  static Result<std::unique_ptr<Learner>> create(const config::LearnerConfig& config, Dataset train);
 
   Learner(const Learner&) = delete;
   Learner& operator=(const Learner&) = delete;
@@ -76,7 +76,7 @@ class Learner {
   Evaluation evaluate(const Dataset& data);
 
   // Whether evaluate() can take `data`: its samples fit the model's input, its labels the model's classes.
-  config::Status check(const Dataset& data) const;
+  Status check(const Dataset& data) const;
 
   ParameterStore& params() { return store_; }
   const ParameterStore& params() const { return store_; }

@@ -27,8 +27,8 @@ constexpr std::int64_t max_floats = std::numeric_limits<int>::max();
 
 std::string layer_key(std::size_t i) { return "learner.model.layers[" + std::to_string(i) + "]"; }
 
-config::Error layer_error(std::size_t i, std::string message) {
-  return config::Error{.key = layer_key(i), .message = std::move(message)};
+Error layer_error(std::size_t i, std::string message) {
+  return Error{.key = layer_key(i), .message = std::move(message)};
 }
 
 // Output extent of a window sliding over `in` (padded on both sides); 0 when the window does not fit.
@@ -40,7 +40,7 @@ std::int64_t slide(std::int64_t in, std::int64_t window, std::int64_t stride, st
 bool fits(std::int64_t floats) { return floats >= 1 && floats <= max_floats; }
 
 // The output shape of layer i, or why it cannot take `in`.
-config::Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape& in) {
+Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape& in) {
   const std::string type(config::to_string(spec.type));
   const std::int64_t in_floats = static_cast<std::int64_t>(shape_floats(in));
   switch (spec.type) {
@@ -100,23 +100,23 @@ config::Result<Shape> infer(std::size_t i, config::LayerSpec& spec, const Shape&
 
 }  // namespace
 
-config::Result<Model> Model::build(const config::ModelConfig& config) {
+Result<Model> Model::build(const config::ModelConfig& config) {
   Model model;
   if (config.input.empty() || config.input.size() > 3)
-    return config::Error{.key = "learner.model.input",
+    return Error{.key = "learner.model.input",
                          .message = "expected 1 to 3 extents, found " + std::to_string(config.input.size())};
   std::int64_t input_floats = 1;
   for (int e : config.input) {
     if (e < 1)
-      return config::Error{.key = "learner.model.input",
+      return Error{.key = "learner.model.input",
                            .message = "expected extents >= 1, found " + shape_text(config.input)};
     input_floats *= e;
     if (!fits(input_floats))
-      return config::Error{.key = "learner.model.input",
+      return Error{.key = "learner.model.input",
                            .message = "expected at most " + std::to_string(max_floats) + " floats per sample"};
   }
   if (config.layers.empty() || config.layers.back().type != LayerType::softmax_cross_entropy)
-    return config::Error{.key = "learner.model.layers",
+    return Error{.key = "learner.model.layers",
                          .message = "expected the model to end with softmax_cross_entropy"};
   model.input_ = config.input;
 

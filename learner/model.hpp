@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "config/error.hpp"
+#include "base/result.hpp"
 #include "learner/parameter_store.hpp"
 
 namespace gridtrain::learner {
@@ -40,7 +40,7 @@ struct LayerShape {
 class Model {
  public:
   // Resolves the shapes. An error names the layer, "learner.model.layers[i]", and says what does not fit.
-  static config::Result<Model> build(const config::ModelConfig& config);
+  static Result<Model> build(const config::ModelConfig& config);
 
   const Shape& input() const { return input_; }
   std::size_t input_floats() const { return shape_floats(input_); }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "actors/status.hpp"
 
 namespace gridtrain::testing {
 
@@ -68,13 +67,13 @@ TestCluster::~TestCluster() {
 }
 
 actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                      std::optional<std::uint64_t> round_budget) {
+                                      bool paced_by_every_steps) {
   actors::NodeOptions options;
   options.config = config_;
   options.node_id = id;
   options.store = std::move(store);
   options.listen = false;
-  options.round_budget = round_budget;
+  options.paced_by_every_steps = paced_by_every_steps;
   const auto running = live();
   if (!running.empty()) options.seed_node = running.front().actor();
   auto started = actors::start_node(*system_, std::move(options));
@@ -84,8 +83,8 @@ actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner:
 }
 
 actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                     std::optional<std::uint64_t> round_budget) {
-  start(id, std::move(store), round_budget);
+                                     bool paced_by_every_steps) {
+  start(id, std::move(store), paced_by_every_steps);
   const auto outcome = nodes_.back().wait_joined();
   CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
   return nodes_.back();
@@ -116,9 +115,9 @@ void TestCluster::kill(std::uint64_t id) {
   }
 }
 
-actors::ClusterStatus TestCluster::status() {
+actors::GridView TestCluster::status() {
   for (const auto& n : live()) {
-    auto s = actors::query_status(*system_, n.actor(), std::chrono::seconds(10));
+    auto s = actors::query_grid_view(*system_, n.actor(), std::chrono::seconds(10));
     if (s.ok()) return s.value();
   }
   return {};
@@ -128,7 +127,7 @@ bool TestCluster::wait_for_members(std::vector<std::uint64_t> ids) {
   std::sort(ids.begin(), ids.end());
   return eventually([&] {
     std::vector<std::uint64_t> members;
-    for (const auto& n : status().nodes) members.push_back(n.id);
+    for (const auto& n : status().nodes) members.push_back(n.place.node_id);
     return members == ids;
   });
 }

@@ -44,11 +44,12 @@ class TestCluster {
 
   // Starts a node; the first bootstraps the cluster, later ones join through the first node still running.
   // Does not wait for the join.
+  // paced_by_every_steps: the node's LineMasters start a round only when allow_rounds() allows one.
   actors::NodeHandle start(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                           std::optional<std::uint64_t> round_budget = std::nullopt);
+                           bool paced_by_every_steps = false);
   // start(), then waits until it is welcomed (a failed doctest CHECK otherwise).
   actors::NodeHandle& add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                          std::optional<std::uint64_t> round_budget = std::nullopt);
+                          bool paced_by_every_steps = false);
 
   std::vector<actors::NodeHandle>& nodes() { return nodes_; }
   // The running nodes (not stopped or killed through this class).
@@ -57,7 +58,7 @@ class TestCluster {
   void kill(std::uint64_t id);  // crash, and wait until it ended
 
   // The live grid, asked of a live node; an empty status if none answers.
-  actors::ClusterStatus status();
+  actors::GridView status();
   // Waits until the GridMaster lists exactly `ids` (any order).
   bool wait_for_members(std::vector<std::uint64_t> ids);
 

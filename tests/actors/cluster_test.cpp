@@ -13,12 +13,12 @@ namespace {
 using Lines = std::vector<std::vector<std::uint64_t>>;
 
 // The grid's lines in dimension `dim`, from the coordinates in the status: nodes that agree on every other one.
-Lines lines_of(const actors::ClusterStatus& status, std::uint32_t dim) {
+Lines lines_of(const actors::GridView& status, std::uint32_t dim) {
   std::map<std::vector<std::int32_t>, std::vector<std::uint64_t>> lines;
   for (const auto& n : status.nodes) {
-    auto key = n.coords;
+    auto key = n.place.coords;
     key.erase(key.begin() + dim);
-    lines[key].push_back(n.id);
+    lines[key].push_back(n.place.node_id);
   }
   Lines out;
   for (auto& [key, members] : lines) out.push_back(members);
@@ -67,7 +67,7 @@ void check_exact_line_means(int dims, int n, int floats) {
   TestCluster cluster(cluster_config(dims, 1.0));
   std::map<std::uint64_t, std::vector<float>> expected;
   for (int i = 1; i <= n; ++i) {
-    auto& node = cluster.add(static_cast<std::uint64_t>(i), make_store(floats, 10.0f * i), 0);
+    auto& node = cluster.add(static_cast<std::uint64_t>(i), make_store(floats, 10.0f * i), true);
     expected[node.id()] = read(*node.store());
   }
   const auto status = cluster.status();
@@ -75,14 +75,14 @@ void check_exact_line_means(int dims, int n, int floats) {
   REQUIRE(status.dims == static_cast<std::uint32_t>(dims));
   for (std::uint32_t dim = 0; dim < status.dims; ++dim) {
     const Lines lines = lines_of(status, dim);
-    for (auto& node : cluster.nodes()) node.grant_rounds(dim, 1);
+    for (auto& node : cluster.nodes()) node.allow_rounds(dim, 1);
     wait_for_rounds(cluster, lines, dim, 1);
     apply_line_means(expected, lines);
     for (auto& node : cluster.nodes()) {
       CAPTURE(node.id());
       CAPTURE(dim);
       CHECK(read(*node.store()) == expected.at(node.id()));
-      CHECK(rounds_in(node, dim) <= 1);  // the budget held: exactly one round
+      CHECK(rounds_in(node, dim) <= 1);  // the every_steps budget held: exactly one round
     }
   }
 }
@@ -129,13 +129,13 @@ double spread(TestCluster& cluster) {
 void check_convergence_to_global_mean(int dims, int n) {
   TestCluster cluster(cluster_config(dims, 0.5));
   // Small values: float rounding of the running updates stays well below the 1e-5 asked for.
-  for (int i = 1; i <= n; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(100, 0.25f * i), 0);
+  for (int i = 1; i <= n; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(100, 0.25f * i), true);
   const std::vector<double> target = global_mean(cluster);
   const auto status = cluster.status();
   bool converged = false;
   for (std::uint64_t sweep = 1; sweep <= 200 && !converged; ++sweep) {
     for (std::uint32_t dim = 0; dim < status.dims; ++dim) {
-      for (auto& node : cluster.nodes()) node.grant_rounds(dim, 1);
+      for (auto& node : cluster.nodes()) node.allow_rounds(dim, 1);
       wait_for_rounds(cluster, lines_of(status, dim), dim, sweep);
     }
     converged = true;
@@ -162,7 +162,7 @@ TEST_CASE("7 nodes in a ragged 2-D grid: one round per dimension leaves every no
   {
     // The grid is ragged: 7 nodes on a 3 x 3 grid leave some lines short.
     TestCluster cluster(cluster_config(2, 1.0));
-    for (int i = 1; i <= 7; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(10, 1.0f * i), 0);
+    for (int i = 1; i <= 7; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(10, 1.0f * i), true);
     const auto status = cluster.status();
     CHECK(status.shape == std::vector<std::int32_t>{3, 3});
     const Lines lines = lines_of(status, 0);
@@ -228,7 +228,7 @@ TEST_CASE("nodes join, leave and die while rounds run; no round waits forever an
     const auto status = cluster.status();
     std::uint64_t master = 0;
     for (const auto& n : status.nodes)
-      if (!n.masters.empty() && n.id != 1) master = n.id;  // node 1 hosts the GridMaster
+      if (!n.place.masters.empty() && n.place.node_id != 1) master = n.place.node_id;  // node 1 hosts the GridMaster
     REQUIRE(master != 0);
     cluster.kill(master);
     ids.erase(std::find(ids.begin(), ids.end(), master));

@@ -24,7 +24,7 @@ struct DimensionNodeFixture {
   actors::StartLine line(std::uint64_t version, std::uint64_t floats = 8) {
     actors::StartLine l{1, version, 0, 0, {{1, node, ""}, {2, caf::actor_cast<caf::actor>(peer), ""}}, {}, caf::actor_cast<caf::actor>(master)};
     l.settings.model_floats = floats;
-    l.settings.max_chunk_floats = 4;
+    l.settings.round.max_chunk_floats = 4;
     l.settings.rounds_in_flight = 2;
     return l;
   }

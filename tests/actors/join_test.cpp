@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "actors/messages.hpp"
-#include "actors/status.hpp"
 #include "cluster_harness.hpp"
 
 namespace gridtrain::testing {
@@ -103,8 +102,8 @@ TEST_CASE("a join with another protocol version, a duplicate id or missing handl
                   caf::after(std::chrono::seconds(30)) >> [] {});
     return reason;
   };
-  CHECK(reason_for(join(7, actors::protocol_version + 1, actors::max_dims)).find("protocol") != std::string::npos);
-  CHECK(reason_for(join(1, actors::protocol_version, actors::max_dims)).find("already") != std::string::npos);
+  CHECK(reason_for(join(7, actors::protocol_version + 1, actors::kDimsOffered)).find("protocol") != std::string::npos);
+  CHECK(reason_for(join(1, actors::protocol_version, actors::kDimsOffered)).find("already") != std::string::npos);
   CHECK(reason_for(join(8, actors::protocol_version, 2)).find("malformed") != std::string::npos);
   CHECK(cluster.status().nodes.size() == 1);
 }
@@ -128,7 +127,7 @@ TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   o.config = config;
   o.store = make_store(8, 1.0f);
   o.listen = false;
-  o.seed = config::Endpoint{"127.0.0.1", 1};  // nothing listens on port 1
+  o.seed_address = config::Endpoint{"127.0.0.1", 1};  // nothing listens on port 1
   auto node = actors::start_node(system, o);
   REQUIRE(node.ok());
   const auto outcome = node.value().wait_joined();
@@ -153,7 +152,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
-  second.seed = config::Endpoint{"127.0.0.1", bootstrap.value().port()};
+  second.seed_address = config::Endpoint{"127.0.0.1", bootstrap.value().port()};
   auto joined = actors::start_node(b, second);
   REQUIRE(joined.ok());
   CHECK(joined.value().wait_joined().result == actors::JoinResult::welcomed);
@@ -161,19 +160,19 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
   CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
-  const auto status = actors::query_status(b, config::Endpoint{"127.0.0.1", joined.value().port()});
+  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.value().port()});
   REQUIRE(status.ok());
   CHECK(status.value().nodes.size() == 2);
-  CHECK(status.value().nodes[1].address == joined.value().address());
+  CHECK(status.value().nodes[1].place.address == joined.value().address());
   CHECK(eventually([&] {
-    const auto s = actors::query_status(b, joined.value().actor());
-    return s.ok() && s.value().nodes.size() == 2 && s.value().nodes[0].rounds_done > 0 &&
+    const auto s = actors::query_grid_view(b, joined.value().actor());
+    return s.ok() && s.value().nodes.size() == 2 && s.value().nodes[0].figures.rounds_done > 0 &&
            s.value().nodes[1].param_distance == 0;
   }));
 
   joined.value().stop();
   joined.value().wait();
-  CHECK(eventually([&] { return actors::query_status(a, bootstrap.value().actor()).value().nodes.size() == 1; }));
+  CHECK(eventually([&] { return actors::query_grid_view(a, bootstrap.value().actor()).value().nodes.size() == 1; }));
   bootstrap.value().stop();
   bootstrap.value().wait();
 }

@@ -15,17 +15,17 @@ namespace {
 constexpr auto kWait = std::chrono::seconds(30);
 
 struct LineMasterFixture {
-  explicit LineMasterFixture(std::size_t peers, std::optional<std::uint64_t> budget = std::nullopt)
+  explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false)
       : system_config(cluster_config(2, 1.0)), system(system_config), self(system) {
     for (std::size_t i = 0; i < peers; ++i) members.push_back(std::make_unique<caf::scoped_actor>(system));
-    master = system.spawn(actors::line_master, 0u, budget);
+    master = system.spawn(actors::line_master, 0u, paced_by_every_steps);
   }
   ~LineMasterFixture() { caf::anon_send_exit(master, caf::exit_reason::kill); }
 
   actors::StartLine line(double advance, std::uint32_t k, std::uint64_t version = 1) {
     actors::StartLine l{1, version, 0, 5, {}, {}, {}};
     l.settings.model_floats = 8;
-    l.settings.advance_threshold = advance;
+    l.settings.round.advance_threshold = advance;
     l.settings.rounds_in_flight = k;
     for (std::size_t i = 0; i < members.size(); ++i)
       l.peers.push_back({i + 1, caf::actor_cast<caf::actor>(*members[i]), ""});
@@ -124,11 +124,11 @@ TEST_CASE("a stopped line master starts nothing more") {
   CHECK(f.started() == 1);
 }
 
-TEST_CASE("a round budget runs exactly the rounds granted") {
-  LineMasterFixture f(2, 0);
+TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed") {
+  LineMasterFixture f(2, true);
   caf::anon_send(f.master, f.line(1.0, 3));
   CHECK(f.started() == 0);
-  caf::anon_send(f.master, actors::grant_atom::value, std::uint64_t{2});
+  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{2});
   CHECK(f.started() == 1);
   f.done(0, 0);
   f.done(0, 1);

@@ -71,8 +71,8 @@ TEST_CASE("every message type crosses a real connection whole") {
   const allreduce::RoundKey key{3, 5, 1, 7, 11};
   FloatPayload payload{{1.5f, -2.25f, 3e7f, 0.0f}};
 
-  const Join join{42, "h:1", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(max_dims, a),
-                  std::vector<caf::actor>(max_dims, a)};
+  const Join join{42, "h:1", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(kDimsOffered, a),
+                  std::vector<caf::actor>(kDimsOffered, a)};
   CHECK(text(c.round_trip(join)) == text(join));
   const Welcome welcome{42, 3, "grid:\n  dims: 2\n", a, "h:9", 9};
   CHECK(text(c.round_trip(welcome)) == text(welcome));
@@ -84,7 +84,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(c.round_trip(outcome).reason == "why");
   CHECK(c.round_trip(outcome).result == JoinResult::rejected);
 
-  LineSettings settings{1000, 64, 0.75, 0.5, 0.25, true, 300, 0.3, 3};
+  const LineSettings settings{1000, 3, {0.75, 0.5, 0.25, allreduce::QuorumMode::timeout, 300, 64, 0.3}};
   const StartLine start{3, 5, 1, 7, {{42, a, "h:1"}, {43, a, "h:2"}}, settings, a};
   CHECK(text(c.round_trip(start)) == text(start));
   const StopLine stop{3, 5, 1, 7};
@@ -105,15 +105,16 @@ TEST_CASE("every message type crosses a real connection whole") {
   const RoundDone done{key, 2, 1};
   CHECK(text(c.round_trip(done)) == text(done));
 
-  const GridState grid{3, 5, 2, {3, 3}, {{42, "h:1", {0, 1}, {1}, a}}};
+  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a}}};
   CHECK(text(c.round_trip(grid)) == text(grid));
-  const NodeReport report{42, 10, 0.5, 2.0, 100, -1, 3, 4, payload};
+  const NodeFigures figures{10, 0.5, 2.0, 100, -1, 3, 4};
+  const NodeReport report{42, figures, payload};
   const auto report_back = c.round_trip(report);
   CHECK(text(report_back) == text(report));
   CHECK(report_back.sample == payload);
-  ClusterStatus status{3, 5, 2, {3, 3}, {}};
-  status.nodes.push_back(NodeStatus{42, "h:1", {0, 1}, {1}, 10, 0.5, 2.0, 100, -1, 0.125, 3, 4});
-  CHECK(text(c.round_trip(status)) == text(status));
+  GridView view{3, 5, 2, {3, 3}, {}};
+  view.nodes.push_back(NodeView{{42, "h:1", {0, 1}, {1}}, figures, 0.125});
+  CHECK(text(c.round_trip(view)) == text(view));
   const RoundStats stats{1, 2, 3, 4, 5, 6};
   CHECK(text(c.round_trip(stats)) == text(stats));
   const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9};

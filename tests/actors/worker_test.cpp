@@ -31,13 +31,13 @@ struct WorkerFixture {
   actors::StartLine line(std::uint64_t version, bool timeout_quorum = false) {
     actors::LineSettings s;
     s.model_floats = 8;
-    s.max_chunk_floats = 2;
-    s.elastic_rate = 1.0;
+    s.round.max_chunk_floats = 2;
+    s.round.elastic_rate = 1.0;
     s.rounds_in_flight = 1;
     if (timeout_quorum) {
-      s.timeout_quorum = true;
-      s.quorum_timeout_ms = 50;
-      s.reduce_threshold = s.complete_threshold = 0.5;
+      s.round.quorum = allreduce::QuorumMode::timeout;
+      s.round.quorum_timeout_ms = 50;
+      s.round.reduce_threshold = s.round.complete_threshold = 0.5;
     }
     return {1, version, 0, 0, {{1, caf::actor{}, ""}, {2, caf::actor_cast<caf::actor>(peer), ""}}, s, caf::actor_cast<caf::actor>(master)};
   }

@@ -58,7 +58,7 @@ TEST_CASE("a partition covers [0,N) exactly once with absolute offsets, for a sw
     for (std::uint32_t p = 1; p <= 16; ++p) {
       for (std::size_t chunk : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{64}, std::size_t{1000},
                                 std::numeric_limits<std::size_t>::max()}) {
-        const Partition part(n, p, chunk);
+        const Partition part = Partition::create(n, p, chunk).value();
         CAPTURE(n);
         CAPTURE(p);
         CAPTURE(chunk);
@@ -69,14 +69,14 @@ TEST_CASE("a partition covers [0,N) exactly once with absolute offsets, for a sw
 }
 
 TEST_CASE("the last block of a partition is shorter, and blocks past the model are empty") {
-  const Partition shorter(10, 4, 2);  // blocks of 3: [0,3) [3,6) [6,9) [9,10)
+  const Partition shorter = Partition::create(10, 4, 2).value();  // blocks of 3: [0,3) [3,6) [6,9) [9,10)
   CHECK(shorter.block_floats() == 3);
   CHECK(shorter.block(3) == Range{9, 1});
   CHECK(shorter.chunk_count() == 7);  // 2 + 2 + 2 + 1
   CHECK(shorter.chunk(1) == Range{2, 1});
   CHECK(shorter.chunk(2) == Range{3, 2});  // absolute, not 0 relative to block 1
 
-  const Partition empty_tail(3, 5, 1);  // p > N: blocks [0,1) [1,2) [2,3) [3,3) [3,3)
+  const Partition empty_tail = Partition::create(3, 5, 1).value();  // p > N: blocks [0,1) [1,2) [2,3) [3,3) [3,3)
   CHECK(empty_tail.block(2) == Range{2, 1});
   CHECK(empty_tail.block(3) == Range{3, 0});
   CHECK(empty_tail.block(4) == Range{3, 0});
@@ -85,13 +85,13 @@ TEST_CASE("the last block of a partition is shorter, and blocks past the model a
   CHECK(empty_tail.chunk_count() == 3);
   CHECK(empty_tail.block_of(2) == 2);
 
-  const Partition nothing(0, 3, 4);
+  const Partition nothing = Partition::create(0, 3, 4).value();
   CHECK(nothing.chunk_count() == 0);
   CHECK(nothing.block(0) == Range{0, 0});
 }
 
 TEST_CASE("find_chunk rejects offsets and lengths that are not a chunk of the partition") {
-  const Partition part(10, 4, 2);  // chunks [0,2) [2,3) [3,5) [5,6) [6,8) [8,9) [9,10)
+  const Partition part = Partition::create(10, 4, 2).value();  // chunks [0,2) [2,3) [3,5) [5,6) [6,8) [8,9) [9,10)
   CHECK(part.find_chunk(3, 2) == 2u);
   CHECK_FALSE(part.find_chunk(4, 1).has_value());   // inside a chunk
   CHECK_FALSE(part.find_chunk(4, 2).has_value());   // inside a chunk, with a chunk's length
@@ -102,11 +102,13 @@ TEST_CASE("find_chunk rejects offsets and lengths that are not a chunk of the pa
   CHECK_FALSE(part.find_chunk(11, 1).has_value());
   CHECK_FALSE(part.find_chunk(std::numeric_limits<std::size_t>::max(), 1).has_value());
   CHECK_FALSE(part.find_chunk(9, std::numeric_limits<std::size_t>::max()).has_value());
-  CHECK_FALSE(Partition(0, 3, 4).find_chunk(0, 0).has_value());
+  CHECK_FALSE(Partition::create(0, 3, 4).value().find_chunk(0, 0).has_value());
 }
 
 TEST_CASE("a partition refuses zero peers, zero-float chunks, and more chunks than 32 bits can count") {
-  CHECK_THROWS_AS(Partition(10, 0, 4), std::invalid_argument);
-  CHECK_THROWS_AS(Partition(10, 2, 0), std::invalid_argument);
-  CHECK_THROWS_AS(Partition(std::size_t{1} << 33, 2, 1), std::invalid_argument);
+  CHECK(Partition::create(10, 0, 4).error().message.find("at least one peer") != std::string::npos);
+  CHECK(Partition::create(10, 2, 0).error().message.find("max_chunk_floats") != std::string::npos);
+  CHECK(Partition::create(std::size_t{1} << 33, 2, 1).error().message.find("2^32 - 1 chunks") != std::string::npos);
+  CHECK(Partition::create((std::size_t{1} << 32) - 1, 1, 1).ok());  // exactly the most chunks there may be
+  CHECK_FALSE(Partition::create(std::size_t{1} << 32, 1, 1).ok());
 }

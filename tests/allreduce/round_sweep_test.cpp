@@ -54,7 +54,7 @@ std::string run_exact(const Case& c, std::uint64_t seed) {
   RoundConfig config;
   config.reduce_threshold = 1.0;
   config.complete_threshold = 1.0;
-  config.mode = c.mode;
+  config.quorum = c.mode;
   config.max_chunk_floats = c.chunk;
   SimulatedLine line(c.n, c.p, config, RoundKey{.epoch = 1, .layout_version = 2, .dim = 0, .line = 5, .round = 7});
   line.fill([&](std::uint32_t rank, std::size_t index) { return value(c.pattern, rank, index); });
@@ -154,7 +154,7 @@ std::string run_lossy(const LossyCase& c, std::uint64_t seed, std::size_t& short
   RoundConfig config;
   config.reduce_threshold = c.theta;
   config.complete_threshold = c.theta;
-  config.mode = c.mode;
+  config.quorum = c.mode;
   config.max_chunk_floats = c.chunk;
   SimulatedLine line(c.n, c.p, config);
   line.fill([](std::uint32_t rank, std::size_t index) { return value(Pattern::strided, rank, index); });

@@ -19,8 +19,8 @@ namespace {
 
 const RoundKey kKey{.epoch = 3, .layout_version = 9, .dim = 1, .line = 4, .round = 20};
 
-RoundConfig config(double reduce, double complete, QuorumMode mode, std::size_t chunk = 1 << 16) {
-  return RoundConfig{.reduce_threshold = reduce, .complete_threshold = complete, .mode = mode, .max_chunk_floats = chunk};
+RoundConfig config(double reduce, double complete, QuorumMode mode, std::uint32_t chunk = 1 << 16) {
+  return RoundConfig{.reduce_threshold = reduce, .complete_threshold = complete, .quorum = mode, .max_chunk_floats = chunk};
 }
 
 void fill_tens(SimulatedLine& line) {
@@ -48,7 +48,7 @@ std::vector<std::uint32_t> counts_of(const Round& round) {
 TEST_CASE("scatter sends block j to peer j chunk by chunk, starting at the right-hand neighbour, never to itself") {
   // N = 10, p = 4, chunks of 2: blocks [0,3) [3,6) [6,9) [9,10);
   // chunks 0:[0,2) 1:[2,3) 2:[3,5) 3:[5,6) 4:[6,8) 5:[8,9) 6:[9,10).
-  Round round(kKey, 10, 4, 1, config(1, 1, QuorumMode::fraction, 2));
+  Round round = Round::create(kKey, 10, 4, 1, config(1, 1, QuorumMode::fraction, 2)).value();
   for (std::size_t t = 0; t < 10; ++t) round.send_buffer()[t] = static_cast<float>(t);
   const std::span<const Send> sends = round.scatter();
   struct Expected {
@@ -70,7 +70,7 @@ TEST_CASE("scatter sends block j to peer j chunk by chunk, starting at the right
   CHECK_FALSE(round.complete());
   CHECK(round.scatter().empty());  // a second call sends nothing
 
-  Round last(kKey, 10, 3, 2, config(1, 1, QuorumMode::fraction));
+  Round last = Round::create(kKey, 10, 3, 2, config(1, 1, QuorumMode::fraction)).value();
   const auto wrapped = last.scatter();
   REQUIRE(wrapped.size() == 2);
   CHECK(wrapped[0].to == 0);  // (2 + 1) mod 3
@@ -78,7 +78,7 @@ TEST_CASE("scatter sends block j to peer j chunk by chunk, starting at the right
 }
 
 TEST_CASE("a line of one peer completes at scatter with its own values as the mean") {
-  Round round(kKey, 5, 1, 0, config(1, 1, QuorumMode::timeout, 2));
+  Round round = Round::create(kKey, 5, 1, 0, config(1, 1, QuorumMode::timeout, 2)).value();
   for (std::size_t t = 0; t < 5; ++t) round.send_buffer()[t] = 1.5f * static_cast<float>(t);
   CHECK(round.scatter().empty());
   CHECK(round.complete());
@@ -87,7 +87,7 @@ TEST_CASE("a line of one peer completes at scatter with its own values as the me
 }
 
 TEST_CASE("a round over an empty model completes at scatter with nothing to send") {
-  Round round(kKey, 0, 3, 1, config(1, 1, QuorumMode::timeout));
+  Round round = Round::create(kKey, 0, 3, 1, config(1, 1, QuorumMode::timeout)).value();
   CHECK_FALSE(round.complete());
   CHECK(round.scatter().empty());
   CHECK(round.complete());
@@ -95,8 +95,10 @@ TEST_CASE("a round over an empty model completes at scatter with nothing to send
 }
 
 TEST_CASE("a round refuses an index outside its line") {
-  CHECK_THROWS_AS(Round(kKey, 10, 3, 3, config(1, 1, QuorumMode::fraction)), std::invalid_argument);
-  CHECK_THROWS_AS(Round(kKey, 10, 0, 0, config(1, 1, QuorumMode::fraction)), std::invalid_argument);
+  CHECK(Round::create(kKey, 10, 3, 3, config(1, 1, QuorumMode::fraction)).error().message.find("our index") !=
+        std::string::npos);
+  CHECK(Round::create(kKey, 10, 0, 0, config(1, 1, QuorumMode::fraction)).error().message.find("one peer") !=
+        std::string::npos);
 }
 
 TEST_CASE("contributions that arrive before scatter are kept, and nothing is reduced before it") {
@@ -243,7 +245,7 @@ TEST_CASE("a newer round key makes the round finish with what it has, and peers 
 }
 
 TEST_CASE("finish reduces a chunk of our block below quorum but not one that has no contribution") {
-  Round round(kKey, 4, 2, 0, config(1, 1, QuorumMode::fraction, 1));  // our chunks: 0 and 1
+  Round round = Round::create(kKey, 4, 2, 0, config(1, 1, QuorumMode::fraction, 1)).value();  // our chunks: 0 and 1
   // Not started: only peer 1's part of chunk 1 has come.
   const float values[] = {7, 9};
   CHECK(round.on_scatter({kKey, 1, 1, std::span<const float>(values).first(1)}).verdict == Verdict::accepted);
@@ -440,7 +442,7 @@ TEST_CASE("malformed messages are rejected and counted without touching the roun
 
 TEST_CASE("the received ranges of a result merge neighbouring chunks, skip missing ones and clip to the window") {
   // p = 2, N = 8, chunks of 2: chunks 0..3 at 0, 2, 4, 6. Peer 0 owns chunks 0 and 1.
-  Round round(kKey, 8, 2, 0, config(0.5, 1, QuorumMode::fraction, 2));
+  Round round = Round::create(kKey, 8, 2, 0, config(0.5, 1, QuorumMode::fraction, 2)).value();
   for (std::size_t t = 0; t < 8; ++t) round.send_buffer()[t] = static_cast<float>(t);
   round.scatter();  // q_r = 1: chunks 0 and 1 reduce at once from our own part
   const float mean[] = {60, 70};

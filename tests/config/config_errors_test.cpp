@@ -11,7 +11,7 @@
 
 namespace {
 
-using gridtrain::config::Error;
+using gridtrain::Error;
 using gridtrain::config::load_file;
 using gridtrain::config::load_string;
 using gridtrain::config::testing::TempDir;
@@ -156,7 +156,10 @@ TEST_CASE("out-of-range values are rejected with the allowed range") {
       {"max_line 1", "grid: {dims: auto, max_line: 1}\n", {}, file, 1, 30, "grid.max_line",
        "expected an integer >= 2, found 1"},
       {"no rounds in flight", "grid:\n  rounds_in_flight: 0\n", {}, file, 2, 21, "grid.rounds_in_flight",
-       "expected an integer >= 1, found 0"},
+       "expected an integer in [1, 16], found 0"},
+      // More than a member's DimensionNode would run: refused here, not silently dropped by every member later.
+      {"too many rounds in flight", "grid:\n  rounds_in_flight: 17\n", {}, file, 2, 21, "grid.rounds_in_flight",
+       "expected an integer in [1, 16], found 17"},
       {"zero chunk size", "allreduce:\n  max_chunk_floats: 0\n", {}, file, 2, 21, "allreduce.max_chunk_floats",
        "expected an integer >= 1, found 0"},
       {"batch 0", "learner:\n  batch: 0\n", {}, file, 2, 10, "learner.batch", "expected an integer >= 1, found 0"},

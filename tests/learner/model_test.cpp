@@ -43,7 +43,7 @@ ModelConfig cnn() {
 }
 
 // The error's key and message, or a failed check.
-gridtrain::config::Error must_fail(const ModelConfig& mc) {
+gridtrain::Error must_fail(const ModelConfig& mc) {
   auto m = Model::build(mc);
   REQUIRE_FALSE(m.ok());
   return m.error();

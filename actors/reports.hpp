@@ -1,0 +1,91 @@
+#pragma once
+// What nodes report about themselves and what the cluster reports about its grid: the round counters and the
+// live grid that `gridnode status` shows. Plain structs without CAF, so that telemetry/ reads them without
+// knowing actors; messages.hpp says how each one crosses the wire. Header-only.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gridtrain::actors {
+
+// A Worker's counters (also summed per DimensionNode and per node).
+struct RoundStats {
+  std::uint64_t rounds_done = 0;       // completed, including those finished early by catch-up
+  std::uint64_t caught_up = 0;         // finished early because a newer round of the line arrived
+  std::uint64_t abandoned = 0;         // dropped unfinished because the line changed
+  std::uint64_t stale_dropped = 0;     // messages of a round or line version we have left behind
+  std::uint64_t malformed = 0;         // messages that could not belong to our line or round
+  std::uint64_t quorum_shortfalls = 0; // rounds completed with a chunk averaged over fewer than p, or missing
+
+  RoundStats& operator+=(const RoundStats& o) {
+    rounds_done += o.rounds_done;
+    caught_up += o.caught_up;
+    abandoned += o.abandoned;
+    stale_dropped += o.stale_dropped;
+    malformed += o.malformed;
+    quorum_shortfalls += o.quorum_shortfalls;
+    return *this;
+  }
+  bool operator==(const RoundStats&) const = default;
+};
+
+// A DimensionNode's counters (its workers' summed with its own) and its current line.
+struct DimensionStats {
+  std::uint32_t dim = 0;
+  std::uint64_t layout_version = 0;  // of the current line; 0 = none yet
+  std::uint64_t line = 0;
+  std::uint32_t peers = 0;
+  RoundStats rounds;
+};
+
+// A node's counters, dimension by dimension.
+struct NodeStats {
+  std::uint64_t node_id = 0;
+  bool member = false;               // welcomed and not yet left
+  std::vector<DimensionStats> dims;  // one per dimension a node offers (grid::kMaxDims), dimension d at index d
+  std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
+  RoundStats total() const {
+    RoundStats sum;
+    for (const auto& d : dims) sum += d.rounds;
+    return sum;
+  }
+};
+
+// Where a member sits in the grid.
+struct Placement {
+  std::uint64_t node_id = 0;
+  std::string address;                 // advertised host:port
+  std::vector<std::int32_t> coords;    // empty while the member is not in the layout
+  std::vector<std::uint32_t> masters;  // dimensions whose line this member masters
+};
+
+// What a node tells the GridMaster of itself every report interval (NodeReport).
+struct NodeFigures {
+  std::uint64_t rounds_done = 0;
+  double param_mean = 0;
+  double param_l2 = 0;
+  std::uint64_t samples = 0;
+  double test_accuracy = -1;  // < 0: not evaluated yet (or the node does not train)
+  std::uint64_t stale_dropped = 0;
+  std::uint64_t quorum_shortfalls = 0;
+};
+
+// One member of the live grid: where it is, its last figures (all 0, test_accuracy -1, until a report came),
+// and its estimated L2 distance to the members' mean (< 0: unknown, no report yet).
+struct NodeView {
+  Placement place;
+  NodeFigures figures;
+  double param_distance = -1;
+};
+
+// The live grid, as the GridMaster sees it (`gridnode status`).
+struct GridView {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dims = 0;
+  std::vector<std::int32_t> shape;
+  std::vector<NodeView> nodes;  // ascending by node id
+};
+
+}  // namespace gridtrain::actors

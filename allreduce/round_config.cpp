@@ -1,0 +1,39 @@
+#include "allreduce/round_config.hpp"
+
+#include <string>
+
+namespace gridtrain::allreduce {
+
+namespace {
+
+Error out_of_range(const char* key, const std::string& expected, const std::string& found) {
+  return Error{.key = std::string("allreduce.") + key, .message = "expected " + expected + ", found " + found};
+}
+
+}  // namespace
+
+Status validate(const RoundConfig& c) {
+  const struct {
+    const char* key;
+    double value;
+  } fractions[] = {{"reduce_threshold", c.reduce_threshold},
+                   {"complete_threshold", c.complete_threshold},
+                   {"advance_threshold", c.advance_threshold},
+                   {"elastic_rate", c.elastic_rate}};
+  for (const auto& f : fractions)
+    if (!kFractionRange.contains(f.value))
+      return out_of_range(f.key, "a number " + kFractionRange.describe(), format_number(f.value));
+  if (c.quorum != QuorumMode::fraction && c.quorum != QuorumMode::timeout)
+    return out_of_range("quorum", "fraction or timeout", std::to_string(static_cast<int>(c.quorum)));
+  if (!kQuorumTimeoutRange.contains(c.quorum_timeout_ms))
+    return out_of_range("quorum_timeout_ms", "an integer " + kQuorumTimeoutRange.describe(),
+                        std::to_string(c.quorum_timeout_ms));
+  if (c.quorum == QuorumMode::timeout && c.quorum_timeout_ms == 0)
+    return out_of_range("quorum_timeout_ms", "> 0 with allreduce.quorum timeout", "0");
+  if (!kChunkFloatsRange.contains(c.max_chunk_floats))
+    return out_of_range("max_chunk_floats", "an integer " + kChunkFloatsRange.describe(),
+                        std::to_string(c.max_chunk_floats));
+  return {};
+}
+
+}  // namespace gridtrain::allreduce

@@ -1,0 +1,42 @@
+#pragma once
+// RoundConfig: how a line's allreduce rounds run. Every member of a line must run them alike, so the cluster's
+// config decides (the YAML section `allreduce`, read into config::AllreduceConfig, which is a RoundConfig) and
+// the GridMaster ships it whole in every StartLine. This is the one home of these settings: their defaults,
+// their bounds and their validation; the config schema and the actors both use them.
+
+#include <cstdint>
+
+#include "allreduce/quorum.hpp"
+#include "base/range.hpp"
+#include "base/result.hpp"
+
+namespace gridtrain::allreduce {
+
+// Every threshold (θr, θc, θa) and the elastic rate α lie in (0, 1]: a share of 0 would wait for nobody (BIDMach
+// could compute such a quorum and move on with nothing), and α = 0 would average for nothing.
+inline constexpr NumberRange kFractionRange{0, 1, true, false};
+// max_chunk_floats: a chunk holds at least one float; its length travels in 32 bits.
+inline constexpr IntRange kChunkFloatsRange{1, std::numeric_limits<int>::max()};
+// quorum_timeout_ms: 0 only when the quorum mode is fraction (validate() checks the pair).
+inline constexpr IntRange kQuorumTimeoutRange{0, std::numeric_limits<int>::max()};
+// k, the rounds a line may have in flight (BIDMach: 3). Each one is a Worker holding O(N) floats on every
+// member, so k is bounded.
+inline constexpr IntRange kRoundsInFlightRange{1, 16};
+
+struct RoundConfig {
+  double reduce_threshold = 1.0;    // θr: a chunk of our block is reduced once ceil(θr·p) peers contributed
+  double complete_threshold = 1.0;  // θc: the round completes once ceil(θc·C) of its C chunks are in
+  double advance_threshold = 1.0;   // θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r
+  QuorumMode quorum = QuorumMode::fraction;
+  std::uint32_t quorum_timeout_ms = 1000;  // timeout mode: how long to wait for everyone before a quorum suffices
+  std::uint32_t max_chunk_floats = 65536;  // the largest chunk one message carries
+  double elastic_rate = 0.3;               // α: m <- m + α·(mean - fetched)
+
+  bool operator==(const RoundConfig&) const = default;
+};
+
+// Whether `config` can run, or why not. Errors name the YAML key ("allreduce.reduce_threshold") and say what
+// was expected and found.
+Status validate(const RoundConfig& config);
+
+}  // namespace gridtrain::allreduce

@@ -1,0 +1,64 @@
+#pragma once
+// gridnode's commands (DESIGN.md, "The command line"; a contract that scripts and tests rely on). Each returns
+// the process's exit code; errors go to stderr, one line each, starting with "error:". This is the edge where an
+// Error becomes output.
+
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace gridtrain::app {
+
+enum ExitCode : int { kOk = 0, kInternal = 1, kBadInput = 2, kRejected = 3 };
+
+// Prints "error: <message>" to stderr and returns `code`.
+int fail(int code, const std::string& message);
+// A bad-input error (config, command line, data file): exit code 2.
+int fail(const Error& error);
+
+struct CheckConfigArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+  bool print = false;
+  bool schema = false;
+};
+
+// gridnode check-config FILE [--set key=value]... [--print] | --schema
+int check_config(const CheckConfigArgs& args);
+
+struct RunArgs {
+  std::string config_file;
+  std::string seed_address;  // HOST:PORT of a member to join through; "" = bootstrap a new cluster
+  std::string listen;
+  std::vector<std::string> overrides;
+  std::string name;      // stable across restarts: names the checkpoint file and the CSV rows
+  int shard_index = 0;   // data.shard node: this node's shard, of shard_count
+  int shard_count = 1;
+  bool resume = false;
+  int wait_members = 0;  // train only once the cluster has this many members (gridnode demo's start line)
+};
+
+// gridnode run: one node, until its training is done or a signal stops it.
+int run(const RunArgs& args);
+
+struct StatusArgs {
+  std::string seed_address;
+  bool json = false;
+};
+
+// gridnode status: the live grid, asked of any member.
+int status(const StatusArgs& args);
+
+struct DemoArgs {
+  int nodes = 4;
+  int epochs = 10;  // of each node over its 1/nodes shard: 4 nodes take about 15 s on 2 cores
+  std::string out = "demo-out";
+  std::vector<std::string> overrides;  // --set key=value, passed on to every node
+};
+
+// gridnode demo: N `gridnode run` processes of this executable on loopback (app/demo.cpp says what it writes).
+// 0 if every node finished, 2 for bad arguments, 1 otherwise.
+int demo(const DemoArgs& args, const char* argv0);
+
+}  // namespace gridtrain::app

@@ -1,0 +1,82 @@
+// gridnode: one binary per machine. This file is the command line (CLI11); each command lives in its own file
+// (app/commands.hpp).
+//
+// Exit codes: 0 success, 2 bad input (config, command line, data file), 3 rejected by the cluster, 1 internal
+// error. Errors go to stderr, one line each, starting with "error:".
+
+#include <CLI/CLI.hpp>
+#include <malloc.h>
+
+#include <exception>
+#include <string>
+
+#include "app/commands.hpp"
+
+using namespace gridtrain;
+
+int main(int argc, char** argv) {
+  // Every allreduce chunk arrives in a fresh buffer of up to max_chunk_floats floats. glibc serves blocks over
+  // 128 KiB with mmap and returns them on free, so each message would fault in new pages (slow on these
+  // machines: ~10 us per 4 KiB page). Keep such blocks in the heap, and the heap from shrinking, so they are
+  // reused warm.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  CLI::App cli{"gridnode: one node of a gridtrain cluster (elastic, grid-structured training)", "gridnode"};
+  cli.require_subcommand(1);
+  cli.set_version_flag("--version", "gridnode 0.1.0");
+
+  app::CheckConfigArgs check_args;
+  auto* check_cmd = cli.add_subcommand("check-config", "Validate a cluster config; exits 0 if it is good");
+  check_cmd->add_option("file", check_args.file, "The YAML config file");
+  check_cmd->add_option("--set", check_args.overrides, "Override a key: --set key=value (repeatable)");
+  check_cmd->add_flag("--print", check_args.print, "Print the resolved config, every key, as YAML");
+  check_cmd->add_flag("--schema", check_args.schema, "Print every key with its type, default and meaning");
+
+  app::RunArgs run_args;
+  auto* run_cmd = cli.add_subcommand("run", "Run one node; without --seed it bootstraps a new cluster");
+  run_cmd->add_option("--config", run_args.config_file, "The cluster's YAML config")->required();
+  run_cmd->add_option("--seed", run_args.seed_address, "HOST:PORT of any node of the cluster to join");
+  run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
+  run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
+  run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port)");
+  run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
+  run_cmd->add_option("--shard-count", run_args.shard_count,
+                      "How many shards the training set is cut into (default 1)");
+  run_cmd->add_option("--wait-members", run_args.wait_members, "Start training once the cluster has N members");
+  run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
+
+  app::DemoArgs demo_args;
+  auto* demo_cmd = cli.add_subcommand("demo", "Train a local cluster of N node processes on Fashion-MNIST");
+  demo_cmd->add_option("--nodes", demo_args.nodes, "Node processes (default 4)");
+  demo_cmd->add_option("--epochs", demo_args.epochs, "Epochs of each node over its shard");
+  demo_cmd->add_option("--out", demo_args.out, "Output directory (default demo-out)");
+  demo_cmd->add_option("--set", demo_args.overrides, "Override a key of the demo's config (repeatable)");
+
+  app::StatusArgs status_args;
+  auto* status_cmd = cli.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
+  status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster")->required();
+  status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
+
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return app::fail(app::kBadInput, std::string(e.what()) + " (see gridnode --help)");
+  }
+
+  try {
+    if (check_cmd->parsed()) return app::check_config(check_args);
+    if (run_cmd->parsed()) return app::run(run_args);
+    if (status_cmd->parsed()) return app::status(status_args);
+    if (demo_cmd->parsed()) return app::demo(demo_args, argv[0]);
+  } catch (const std::exception& e) {
+    // Our code returns errors as values; this is for what a library throws (std::bad_alloc, CLI11, CAF).
+    return app::fail(app::kInternal, e.what());
+  }
+  return app::fail(app::kInternal, "no command ran");
+}

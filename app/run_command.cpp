@@ -1,0 +1,314 @@
+// gridnode run, as named steps:
+//   1. configure         the config file, --listen, --seed, --set, the node's name
+//   2. prepare_training  learner.kind model: the learner on this node's shard, the test set, --resume, the CSV
+//   3. start_node        listen, then join through the seed or bootstrap a cluster
+//   4. wait_for_join     welcomed, or exit 3 (rejected) / 1 (unreachable)
+//   5. warm_start        joining a running cluster: copy a member's model before training
+//   6. wait_for_members  --wait-members: the demo's nodes start training together
+//   7. start_metrics     metrics.listen: the Prometheus endpoint
+//   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
+
+#include <caf/io/middleman.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "actors/node_handle.hpp"
+#include "actors/system_config.hpp"
+#include "actors/warm_start.hpp"
+#include "app/commands.hpp"
+#include "config/config.hpp"
+#include "config/endpoint.hpp"
+#include "learner/checkpoint.hpp"
+#include "learner/dataset.hpp"
+#include "learner/learner.hpp"
+#include "learner/shard.hpp"
+#include "learner/trainer.hpp"
+#include "telemetry/epoch_log.hpp"
+#include "telemetry/prometheus_metrics.hpp"
+
+namespace gridtrain::app {
+
+namespace {
+
+std::atomic<int> stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+
+// Parses a host:port given on the command line; errors name the option.
+Result<config::Endpoint> endpoint_option(const std::string& option, const std::string& text) {
+  auto parsed = config::parse_endpoint(text);
+  if (parsed) return parsed;
+  Error error = parsed.error();
+  error.source = option;
+  return error;
+}
+
+void configure_logging(const config::MetricsConfig& metrics) {
+  static constexpr spdlog::level::level_enum levels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                         spdlog::level::info, spdlog::level::warn,
+                                                         spdlog::level::err};
+  spdlog::set_level(levels[static_cast<int>(metrics.log_level)]);
+  if (metrics.log_format == config::LogFormat::json)
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%v"})");
+  else
+    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
+}
+
+struct RunPlan {
+  config::Config config;
+  std::optional<config::Endpoint> seed_address;  // nullopt: bootstrap a new cluster
+  std::string name;
+};
+
+// 1. The run's config, with the command line's overrides, checked before anything starts.
+Result<RunPlan> configure(const RunArgs& args) {
+  auto loaded = config::load_file(args.config_file, args.overrides);
+  if (!loaded) return loaded.error();
+  RunPlan plan{std::move(loaded).value(), std::nullopt, args.name};
+  if (!args.listen.empty()) {
+    auto listen = endpoint_option("--listen", args.listen);
+    if (!listen) return listen.error();
+    plan.config.cluster.listen = listen.value();
+  }
+  if (!args.seed_address.empty()) {
+    auto seed = endpoint_option("--seed", args.seed_address);
+    if (!seed) return seed.error();
+    plan.seed_address = seed.value();
+  }
+  if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
+    return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
+  // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen
+  // port, which a restart reuses (with port 0 the name changes; give --name then).
+  if (plan.name.empty())
+    plan.name = plan.config.cluster.listen.port ? std::to_string(plan.config.cluster.listen.port) : "0";
+  return plan;
+}
+
+// What a node of learner.kind model trains with.
+struct Training {
+  std::shared_ptr<learner::Learner> learner;
+  learner::Dataset test;
+  std::string checkpoint_path;  // "" = no checkpoints
+  std::optional<telemetry::MetricsCsv> csv;
+  std::shared_ptr<learner::TrainingProgress> progress = std::make_shared<learner::TrainingProgress>();
+};
+
+// 2. The learner on this node's shard, made before the node, which averages its store.
+Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
+  const config::Config& cfg = plan.config;
+  auto train = learner::load_train_set(cfg.data);
+  if (!train) return train.error();
+  auto test = learner::load_test_set(cfg.data);
+  if (!test) return test.error();
+  const learner::Shard shard{.index = static_cast<std::size_t>(args.shard_index),
+                             .count = static_cast<std::size_t>(args.shard_count),
+                             .mode = cfg.data.shard,
+                             .method = cfg.data.shard_method,
+                             .seed = cfg.learner.seed};
+  auto created = learner::Learner::create(cfg.learner, learner::take_shard(std::move(train).value(), shard));
+  if (!created) return created.error();
+  Training t;
+  t.learner = std::move(created).value();
+  t.test = std::move(test).value();
+  if (Status fits = t.learner->check(t.test); !fits.ok()) return fits.error();
+  if (!cfg.checkpoint.dir.empty()) t.checkpoint_path = cfg.checkpoint.dir + "/node-" + plan.name + ".ckpt";
+  if (args.resume) {
+    if (t.checkpoint_path.empty()) return Error{.source = "--resume", .message = "needs checkpoint.dir"};
+    auto data = learner::read_checkpoint(t.checkpoint_path, t.learner->params().signature());
+    if (!data) return data.error();
+    learner::Trainer::restore(*t.learner, data.value());
+    std::cout << "resumed from " << t.checkpoint_path << " at step " << data.value().step << std::endl;
+  }
+  if (!cfg.metrics.csv.empty()) {
+    auto opened = telemetry::MetricsCsv::open(cfg.metrics.csv, args.resume);
+    if (!opened) return opened.error();
+    t.csv.emplace(std::move(opened).value());
+  }
+  return t;
+}
+
+// 3. The node, listening and joining (asynchronously).
+Result<actors::NodeHandle> start_node(caf::actor_system& system, const RunPlan& plan, Training* training) {
+  actors::NodeOptions options;
+  options.config = plan.config;
+  options.seed_address = plan.seed_address;
+  if (training) {
+    // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
+    options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
+    options.paced_by_every_steps = plan.config.allreduce.every_steps > 0;
+    options.progress = training->progress;
+  }
+  auto node = actors::start_node(system, std::move(options));
+  if (node) std::cout << "listening on " << node.value().address() << std::endl;
+  return node;
+}
+
+std::string cluster_name(const RunPlan& plan, const actors::NodeHandle& node) {
+  return plan.seed_address ? plan.seed_address->to_string() : node.address();
+}
+
+// 4. Blocks until the cluster decides; the exit code when the run ends here, nullopt once welcomed.
+std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& node) {
+  const auto joined = node.wait_joined();
+  switch (joined.result) {
+    case actors::JoinResult::welcomed:
+      std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
+      return std::nullopt;
+    case actors::JoinResult::rejected:
+      return fail(kRejected, "rejected by the cluster at " + cluster_name(plan, node) + ": " + joined.reason);
+    case actors::JoinResult::stopped:
+      if (stop_signal.load()) return kOk;
+      return fail(kInternal, "the node stopped before it joined: " + joined.reason);
+    case actors::JoinResult::pending:
+    case actors::JoinResult::unreachable:
+      break;
+  }
+  return fail(kInternal, "could not join " + (plan.seed_address ? plan.seed_address->to_string()
+                                                                 : std::string("a new cluster")) +
+                             ": " + joined.reason);
+}
+
+// 5. Joining a cluster that already had members, copy the model of one of them (a line peer if there is one)
+// rather than average a fresh initialisation into theirs. Decided at the join, before --wait-members, so that
+// the bootstrapping node copies nobody. A resumed node keeps its checkpoint's model. A failure is not fatal:
+// the node then trains from its own initialisation.
+void warm_start(caf::actor_system& system, const actors::NodeHandle& node, learner::Learner& learner) {
+  auto view = actors::query_grid_view(system, node.actor());
+  auto peer = view ? actors::warm_start_peer(view.value(), node.id()) : std::nullopt;
+  if (!peer) return;
+  auto at = config::parse_endpoint(peer->place.address);
+  auto remote = at ? system.middleman().remote_actor(at.value().host, at.value().port)
+                   : caf::expected<caf::actor>(caf::sec::invalid_argument);
+  const Status copied = remote ? actors::fetch_model(system, *remote, learner.params())
+                               : Status(Error{.message = "cannot reach " + peer->place.address});
+  if (copied.ok())
+    std::cout << "warm start: copied the model of node " << std::hex << peer->place.node_id << std::dec << std::endl;
+  else
+    spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
+}
+
+// 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
+// before the last has joined. False if the node ended meanwhile.
+bool wait_for_members(caf::actor_system& system, const actors::NodeHandle& node, int members) {
+  while (members > 0 && !stop_signal.load()) {
+    auto view = actors::query_grid_view(system, node.actor());
+    if (view && static_cast<int>(view.value().nodes.size()) >= members) return true;
+    if (node.wait_for(std::chrono::milliseconds(100))) return false;
+  }
+  return true;
+}
+
+// 7. The Prometheus endpoint, when metrics.listen asks for one.
+Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPlan& plan) {
+  if (!plan.config.metrics.listen) return std::unique_ptr<telemetry::PrometheusMetrics>();
+  auto metrics = telemetry::PrometheusMetrics::start(*plan.config.metrics.listen, plan.name);
+  if (metrics)
+    std::cout << "metrics on " << plan.config.metrics.listen->host << ":" << metrics.value()->port() << "/metrics"
+              << std::endl;
+  return metrics;
+}
+
+std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
+                                                const actors::NodeHandle& node,
+                                                telemetry::PrometheusMetrics* prometheus) {
+  learner::TrainerSetup setup;
+  setup.learner = training.learner;
+  setup.test = std::move(training.test);
+  setup.every_steps = plan.config.allreduce.every_steps;
+  setup.rounds = [node] { return node.stats().total().rounds_done; };
+  // allreduce.every_steps: one more round for each of the node's lines, every every_steps steps.
+  setup.on_every_steps = [node] {
+    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
+  };
+  setup.on_epoch = [&training, prometheus, name = plan.name](const learner::EpochReport& report) {
+    std::cout << telemetry::progress_line(report) << std::endl;
+    if (training.csv) training.csv->write(name, report);
+    if (prometheus) prometheus->update(report);
+  };
+  setup.progress = training.progress;
+  setup.checkpoint_path = training.checkpoint_path;
+  setup.checkpoint_every = plan.config.checkpoint.every;
+  auto trainer = std::make_unique<learner::Trainer>(std::move(setup));
+  trainer->start();
+  return trainer;
+}
+
+void leave(const actors::NodeHandle& node) {
+  node.stop();
+  node.wait();
+}
+
+// 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
+int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus) {
+  auto scraped = std::chrono::steady_clock::now();
+  while (!node.wait_for(std::chrono::milliseconds(100))) {
+    if (prometheus && std::chrono::steady_clock::now() - scraped > std::chrono::seconds(1)) {
+      prometheus->update(node.stats());
+      scraped = std::chrono::steady_clock::now();
+    }
+    if (stop_signal.load()) {
+      spdlog::info("signal {}: leaving the cluster", stop_signal.load());
+      if (trainer) trainer->stop(), trainer->join();
+      leave(node);
+      return kOk;
+    }
+    // A node that finished training leaves at once rather than serving rounds: the others' lines rebalance
+    // without it, and its final model no longer pulls theirs.
+    if (trainer && trainer->done()) {
+      trainer->join();
+      leave(node);
+      if (Status trained = trainer->status(); !trained.ok()) return fail(kInternal, trained.error().to_string());
+      char line[64];
+      std::snprintf(line, sizeof line, "final test_accuracy %.4f", trainer->final_accuracy());
+      std::cout << line << std::endl;
+      return kOk;
+    }
+  }
+  return fail(kInternal, "the node ended unexpectedly");
+}
+
+}  // namespace
+
+int run(const RunArgs& args) {
+  auto plan = configure(args);
+  if (!plan) return fail(plan.error());
+  configure_logging(plan.value().config.metrics);
+  // Signals only set a flag; serve() turns it into a clean stop (Leave), which needs the actors.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+
+  std::optional<Training> training;
+  if (plan.value().config.learner.kind == config::LearnerKind::model) {
+    auto prepared = prepare_training(plan.value(), args);
+    if (!prepared) return fail(prepared.error());
+    training.emplace(std::move(prepared).value());
+  }
+
+  actors::SystemConfig system_config{plan.value().config};
+  caf::actor_system system{system_config};
+  auto started = start_node(system, plan.value(), training ? &*training : nullptr);
+  if (!started) return fail(started.error());
+  const actors::NodeHandle& node = started.value();
+  if (auto ended = wait_for_join(plan.value(), node)) return *ended;
+  if (training && !args.resume) warm_start(system, node, *training->learner);
+  if (!wait_for_members(system, node, args.wait_members)) return fail(kInternal, "the node ended unexpectedly");
+
+  auto prometheus = start_metrics(plan.value());
+  if (!prometheus) {
+    leave(node);
+    return fail(prometheus.error());
+  }
+  std::unique_ptr<learner::Trainer> trainer;
+  if (training) trainer = start_trainer(plan.value(), *training, node, prometheus.value().get());
+  return serve(node, trainer.get(), prometheus.value().get());
+}
+
+}  // namespace gridtrain::app

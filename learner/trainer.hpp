@@ -1,0 +1,89 @@
+#pragma once
+// Trainer: the training thread of a node whose learner.kind is model. It steps the Learner (which shares its
+// ParameterStore with the node's allreduce) until learner.epochs are done, evaluates on the test set once per
+// epoch, writes checkpoints, and reports each epoch. It is a plain thread, not an actor: the learner knows
+// nothing of actors, and the node's side is reached only through the callbacks below.
+//
+// Coupling to the allreduce (allreduce.every_steps = n): with n > 0 the trainer calls `on_every_steps` once every
+// n steps, and the node's LineMasters start a round only when so allowed; so a line runs at most one round per n
+// steps of its master's learner. With n = 0 rounds run back to back and `on_every_steps` is never called.
+//
+// τ (tau): learner steps per completed elastic update over the epoch, counting the rounds of every dimension
+// (each completed round updates the whole model once). Infinite (printed "inf") when no round completed.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "base/result.hpp"
+#include "learner/checkpoint.hpp"
+#include "learner/dataset.hpp"
+#include "learner/learner.hpp"
+#include "learner/training_progress.hpp"
+
+namespace gridtrain::learner {
+
+struct EpochReport {
+  int epoch = 0;             // epochs completed
+  std::uint64_t samples = 0;  // trained on, in all
+  double time_s = 0;          // since the trainer started
+  double samples_per_s = 0;   // over this epoch
+  double loss = 0;            // mean training loss over this epoch's steps
+  double test_loss = 0;
+  double test_accuracy = 0;
+  double tau = 0;             // steps per completed elastic update, over this epoch
+  std::uint64_t rounds = 0;   // elastic updates completed, in all
+};
+
+struct TrainerSetup {
+  std::shared_ptr<learner::Learner> learner;
+  learner::Dataset test;  // REQUIRES: learner->check(test) is ok
+  int every_steps = 0;    // allreduce.every_steps
+  std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
+  std::function<void()> on_every_steps;        // with every_steps > 0: one more round may start; may be empty
+  std::function<void(const EpochReport&)> on_epoch;  // called on the training thread; may be empty
+  std::shared_ptr<TrainingProgress> progress;  // kept up to date for the Node's reports; may be null
+  std::string checkpoint_path;  // "" = no checkpoints
+  int checkpoint_every = 0;     // steps; 0 = none
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerSetup setup);
+  ~Trainer();  // stop() and join()
+
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void start();
+  void stop() { stop_.store(true); }  // after the current step
+  void join();
+  bool done() const { return done_.load(); }  // the thread has finished (all epochs, stopped, or failed)
+  // Why training ended before its epochs were done (the learner failed), or ok. REQUIRES: done().
+  const Status& status() const { return status_; }
+  double final_accuracy() const { return final_accuracy_.load(); }
+  std::uint64_t checkpoint_failures() const { return checkpoint_failures_.load(); }
+
+  // The state a checkpoint holds, taken now from the learner. REQUIRES: called on the training thread, or while
+  // it does not run.
+  static learner::CheckpointData checkpoint_data(learner::Learner& learner);
+  // Restores a checkpoint's model, optimizer state and progress into a learner that has not started training.
+  static void restore(learner::Learner& learner, const learner::CheckpointData& data);
+
+ private:
+  void run();
+  void write_checkpoint();
+
+  TrainerSetup setup_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> done_{false};
+  std::atomic<double> final_accuracy_{0};
+  std::atomic<std::uint64_t> checkpoint_failures_{0};
+  Status status_;  // written by the thread before done_; read after it
+};
+
+}  // namespace gridtrain::learner

@@ -1,0 +1,53 @@
+#include "telemetry/epoch_log.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace gridtrain::telemetry {
+
+std::string progress_line(const learner::EpochReport& r) {
+  char tau[32];
+  if (std::isfinite(r.tau))
+    std::snprintf(tau, sizeof tau, "%.2f", r.tau);
+  else
+    std::snprintf(tau, sizeof tau, "inf");
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "epoch %d samples %llu samples_per_s %.0f loss %.4f test_accuracy %.4f tau %s rounds %llu", r.epoch,
+                static_cast<unsigned long long>(r.samples), r.samples_per_s, r.loss, r.test_accuracy, tau,
+                static_cast<unsigned long long>(r.rounds));
+  return line;
+}
+
+std::string csv_row(const std::string& node, const learner::EpochReport& r) {
+  char tau[32];
+  if (std::isfinite(r.tau))
+    std::snprintf(tau, sizeof tau, "%.3f", r.tau);
+  else
+    tau[0] = '\0';
+  char row[512];
+  std::snprintf(row, sizeof row, "%.3f,%s,%d,%llu,%.1f,%.5f,%.5f,%s,%llu", r.time_s, node.c_str(), r.epoch,
+                static_cast<unsigned long long>(r.samples), r.samples_per_s, r.loss, r.test_accuracy, tau,
+                static_cast<unsigned long long>(r.rounds));
+  return row;
+}
+
+Result<MetricsCsv> MetricsCsv::open(const std::string& path, bool append) {
+  MetricsCsv csv;
+  csv.file_.reset(std::fopen(path.c_str(), append ? "a" : "w"));
+  if (!csv.file_)
+    return Error{.source = path, .key = "metrics.csv", .message = std::string("cannot write: ") + std::strerror(errno)};
+  if (std::ftell(csv.file_.get()) == 0) {
+    std::fprintf(csv.file_.get(), "%s\n", metrics_csv_header);
+    std::fflush(csv.file_.get());
+  }
+  return csv;
+}
+
+void MetricsCsv::write(const std::string& node, const learner::EpochReport& report) {
+  std::fprintf(file_.get(), "%s\n", csv_row(node, report).c_str());
+  std::fflush(file_.get());
+}
+
+}  // namespace gridtrain::telemetry

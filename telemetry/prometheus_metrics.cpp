@@ -1,0 +1,85 @@
+#include "telemetry/prometheus_metrics.hpp"
+
+#include <cmath>
+#include <exception>
+
+namespace gridtrain::telemetry {
+
+namespace {
+
+prometheus::Counter* counter(prometheus::Registry& r, const std::string& name, const std::string& help,
+                             const std::string& node) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({{"node", node}});
+}
+
+prometheus::Gauge* gauge(prometheus::Registry& r, const std::string& name, const std::string& help,
+                         const std::string& node) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({{"node", node}});
+}
+
+// Adds to `c` what a cumulative count gained since `seen`; a count that went back (a new line) adds nothing.
+void advance(prometheus::Counter* c, std::uint64_t now, std::uint64_t& seen) {
+  if (now > seen) c->Increment(static_cast<double>(now - seen));
+  seen = now;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::start(const config::Endpoint& listen,
+                                                                           const std::string& node) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(listen.host + ":" + std::to_string(listen.port));
+  } catch (const std::exception& e) {
+    return Error{.source = listen.to_string(), .key = "metrics.listen",
+                         .message = std::string("cannot listen: ") + e.what()};
+  }
+  return std::unique_ptr<PrometheusMetrics>(new PrometheusMetrics(std::move(exposer), node));
+}
+
+PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> exposer, const std::string& node)
+    : exposer_(std::move(exposer)), registry_(std::make_shared<prometheus::Registry>()), node_(node) {
+  auto& r = *registry_;
+  rounds_ = &prometheus::BuildCounter()
+                 .Name("gridtrain_rounds_total")
+                 .Help("allreduce rounds completed (elastic updates), per grid dimension")
+                 .Register(r);
+  stale_ = counter(r, "gridtrain_stale_dropped_total", "messages of rounds or lines left behind, dropped", node);
+  shortfalls_ = counter(r, "gridtrain_quorum_shortfalls_total",
+                        "rounds completed with a chunk averaged over fewer than all peers", node);
+  samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
+  tau_ = gauge(r, "gridtrain_tau", "learner steps per completed elastic update, over the last epoch", node);
+  samples_per_s_ = gauge(r, "gridtrain_samples_per_second", "learner throughput over the last epoch", node);
+  loss_ = gauge(r, "gridtrain_train_loss", "mean training loss over the last epoch", node);
+  accuracy_ = gauge(r, "gridtrain_test_accuracy", "test accuracy after the last epoch", node);
+  exposer_->RegisterCollectable(registry_);
+}
+
+std::uint16_t PrometheusMetrics::port() const {
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : static_cast<std::uint16_t>(ports.front());
+}
+
+void PrometheusMetrics::update(const actors::NodeStats& stats) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t d = rounds_by_dim_.size(); d < stats.dims.size(); ++d) {
+    rounds_by_dim_.push_back(&rounds_->Add({{"node", node_}, {"dim", std::to_string(d)}}));
+    rounds_seen_.push_back(0);
+  }
+  for (std::size_t d = 0; d < stats.dims.size(); ++d)
+    advance(rounds_by_dim_[d], stats.dims[d].rounds.rounds_done, rounds_seen_[d]);
+  auto total = stats.total();
+  advance(stale_, total.stale_dropped, stale_seen_);
+  advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
+}
+
+void PrometheusMetrics::update(const learner::EpochReport& report) {
+  std::lock_guard lock(mutex_);
+  advance(samples_, report.samples, samples_seen_);
+  tau_->Set(std::isfinite(report.tau) ? report.tau : std::nan(""));
+  samples_per_s_->Set(report.samples_per_s);
+  loss_->Set(report.loss);
+  accuracy_->Set(report.test_accuracy);
+}
+
+}  // namespace gridtrain::telemetry
