@@ -85,7 +85,8 @@ Status check_line(const DimensionNodeState& s, const StartLine& line) {
   if (line.dim != s.setup.dim) return refuse("for dim " + std::to_string(line.dim));
   if (line.peers.empty() || line.peers.size() > kMaxLinePeers) return refuse("with no or too many peers");
   if (!line.line_master) return refuse("without a LineMaster");
-  if (std::count_if(line.peers.begin(), line.peers.end(), [&](const LinePeer& p) { return p.node_id == s.setup.node_id; }) != 1)
+  auto is_us = [&](const LinePeer& p) { return p.node_id == s.setup.node_id; };
+  if (std::count_if(line.peers.begin(), line.peers.end(), is_us) != 1)
     return refuse("of a line we are not in exactly once");
   if (std::any_of(line.peers.begin(), line.peers.end(), [](const LinePeer& p) { return !p.dimension_node; }))
     return refuse("with a peer that has no handle");
@@ -123,7 +124,8 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         while (s.workers.size() < line.settings.rounds_in_flight) {
           const auto slot = static_cast<std::uint32_t>(s.workers.size());
           s.workers.push_back(self->spawn<caf::linked>(
-              worker, WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self)}));
+              worker,
+              WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self)}));
           s.worker_stats.emplace_back();
         }
         // Every worker, also those beyond this line's k: each drops its round of the old line.

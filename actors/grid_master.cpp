@@ -23,10 +23,12 @@ Status admit(const GridMasterState& s, const Join& join) {
                   std::to_string(protocol_version));
   if (!token_proof_matches(s.setup.token, join.node_id, join.token_proof)) return refuse("bad cluster token proof");
   if (join.model_signature != s.setup.model_signature || join.model_floats != s.setup.model_floats)
-    return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} with {}",
+    return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} "
+                              "with {}",
                               join.model_signature, join.model_floats, s.setup.model_signature, s.setup.model_floats));
   if (join.node_id == 0 || join.node_id == grid::kNoNode) return refuse("invalid node id");
-  if (s.members.count(join.node_id)) return refuse(fmt::format("node id {:016x} is already in the cluster", join.node_id));
+  if (s.members.count(join.node_id))
+    return refuse(fmt::format("node id {:016x} is already in the cluster", join.node_id));
   auto all_set = [](const std::vector<caf::actor>& v) {
     return v.size() == kDimsOffered && std::all_of(v.begin(), v.end(), [](const caf::actor& a) { return bool(a); });
   };
@@ -143,8 +145,8 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           self->send(join.node, Reject{join.node_id, why});
           return;
         }
-        s.members.emplace(join.node_id,
-                          GridMasterState::Member{join.address, join.node, join.dimension_nodes, join.line_masters, {}});
+        s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.node, join.dimension_nodes,
+                                                                join.line_masters, {}});
         self->monitor(join.node);
         const grid::LayoutDelta delta = s.layout.add(join.node_id);
         // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.

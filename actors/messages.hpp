@@ -1,5 +1,5 @@
 #pragma once
-// Every message of the gridtrain protocol, in one place (DESIGN.md, "The actors").
+// Every message of the gridtrain protocol, in one place (docs/design.md, "The actors").
 //
 // CAF 0.17 traps this file exists to avoid:
 // - A message type that is not registered is sent EMPTY, with only a log line. Every type here is registered in

@@ -136,7 +136,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     if (s.grid_master && down.source == s.grid_master.address()) {
-      // No failover yet (DESIGN.md): the lines keep running with their members; membership is frozen.
+      // No failover yet (docs/design.md): the lines keep running with their members; membership is frozen.
       spdlog::warn("node {:016x}: the GridMaster is down; lines go on with their current members", s.setup.node_id);
       s.grid_master = nullptr;
     }

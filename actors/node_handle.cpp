@@ -120,7 +120,7 @@ Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& no
       .receive([&](GridView& view) { result = std::move(view); },
                [&](caf::error& e) { failure = system.render(e); });
   if (result) return std::move(*result);
-  return Error{.source = "status", .message = "no status from the node: " + failure};
+  return Error{.message = "no grid view from the node: " + failure};
 }
 
 Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,

@@ -17,8 +17,7 @@ Result<std::string> read_token(const std::string& path) {
   text << in.rdbuf();
   std::string token = text.str();
   // Editors and `echo` add a final newline; it must not make two copies of one secret differ.
-  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ' || token.back() == '\t'))
-    token.pop_back();
+  while (!token.empty() && std::string_view(" \t\r\n").find(token.back()) != std::string_view::npos) token.pop_back();
   if (token.empty()) return Error{.source = path, .key = "cluster.token_file", .message = "the token file is empty"};
   return token;
 }

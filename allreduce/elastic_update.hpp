@@ -18,8 +18,7 @@ void elastic_update(std::span<float> model_slice, std::span<const float> mean_sl
 // update above. When something did (the learner's steps, a round of another dimension), that change
 // is kept whole instead of being shrunk by (1 - alpha), and, since the p peers' s average to the
 // mean, a round that every peer applies leaves the sum of the line's models unchanged: concurrent
-// rounds do not drift the cluster's mean. (DESIGN.md writes m <- (1 - alpha) m + alpha mean, the
-// same update for an unmoved model.) Where no mean came, the model keeps its current values.
+// rounds do not drift the cluster's mean. Where no mean came, the model keeps its current values.
 // REQUIRES: offset + model_slice.size() <= round.partition().model_floats()
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha);
 

@@ -44,7 +44,8 @@ std::span<const Send> Round::scatter() {
     const std::uint32_t to = (self_ + step) % p;
     for (std::uint32_t c = partition_.first_chunk(to); c < partition_.first_chunk(to + 1); ++c) {
       const Range r = partition_.chunk(c);
-      outbox_.push_back({SendKind::scatter, to, c, r.offset, 1, std::span<const float>(send_).subspan(r.offset, r.length)});
+      outbox_.push_back(
+          {SendKind::scatter, to, c, r.offset, 1, std::span<const float>(send_).subspan(r.offset, r.length)});
     }
   }
   // Our own block needs no message: it is our contribution, received now.
@@ -160,7 +161,8 @@ std::span<const Send> Round::deadline_passed() {
   deadline_passed_ = true;
   if (!started_ || finished_) return {};
   for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
-    if (counts_[first_chunk_ + k] == 0 && quorum_met(contributions_[k], reduce_quorum_, peers())) reduce(first_chunk_ + k);
+    if (counts_[first_chunk_ + k] == 0 && quorum_met(contributions_[k], reduce_quorum_, peers()))
+      reduce(first_chunk_ + k);
   }
   complete_if_quorum();
   return outbox_;

@@ -1,5 +1,5 @@
 #pragma once
-// gridnode's commands (DESIGN.md, "The command line"; a contract that scripts and tests rely on). Each returns
+// gridnode's commands (README.md, "The command line"; a contract that scripts and tests rely on). Each returns
 // the process's exit code; errors go to stderr, one line each, starting with "error:". This is the edge where an
 // Error becomes output.
 

@@ -122,8 +122,12 @@ std::vector<Ending> relay_progress(Nodes& nodes, bool& stopped) {
           std::cout << "[node " << i << "] " << *line << std::endl;
         if (line->starts_with("final test_accuracy ")) endings[i].final_accuracy = line->substr(20);
       }
-      if (!ended[i])
-        if (auto code = nodes[i]->wait_exit(std::chrono::milliseconds(0))) endings[i].exit_code = *code, ended[i] = true;
+      if (!ended[i]) {
+        if (auto code = nodes[i]->wait_exit(std::chrono::milliseconds(0))) {
+          endings[i].exit_code = *code;
+          ended[i] = true;
+        }
+      }
       all_ended = all_ended && ended[i];
     }
     if (all_ended) return endings;

@@ -57,15 +57,12 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster")->required();
   status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
 
+  // CLI11 reports through exceptions: caught here, at its boundary.
   try {
     cli.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return cli.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return cli.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return cli.exit(e);
   } catch (const CLI::ParseError& e) {
+    // --help and --version end the parse as "errors" with exit code 0: CLI11 prints them.
+    if (e.get_exit_code() == 0) return cli.exit(e);
     return app::fail(app::kBadInput, std::string(e.what()) + " (see gridnode --help)");
   }
 
@@ -75,7 +72,7 @@ int main(int argc, char** argv) {
     if (status_cmd->parsed()) return app::status(status_args);
     if (demo_cmd->parsed()) return app::demo(demo_args, argv[0]);
   } catch (const std::exception& e) {
-    // Our code returns errors as values; this is for what a library throws (std::bad_alloc, CLI11, CAF).
+    // Our code returns errors as values; this is for what a library may throw (std::bad_alloc, CAF).
     return app::fail(app::kInternal, e.what());
   }
   return app::fail(app::kInternal, "no command ran");

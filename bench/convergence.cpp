@@ -1,4 +1,4 @@
-// Convergence on Fashion-MNIST (DESIGN.md, "Measuring"): test accuracy of a single node after E epochs, and of
+// Convergence on Fashion-MNIST (docs/design.md, "Measuring"): test accuracy of a single node after E epochs, and of
 // in-process clusters of N nodes (2-D grid, each node on its 1/N shard for E epochs, so the same total number of
 // samples as the single node) in three modes:
 //   elastic  elastic averaging, α = 0.3, θ = 1 (the configuration)

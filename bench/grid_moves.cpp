@@ -62,7 +62,8 @@ double grow_bound(std::uint64_t n, int d, int s) {
   if (s < 2) return 0;
   const std::uint64_t per = power(static_cast<std::uint64_t>(s), d - 1);
   const double face = static_cast<double>(power(static_cast<std::uint64_t>(s), d - 2) * (n / per));
-  const double meet = d == 2 ? 1.0 : static_cast<double>(power(static_cast<std::uint64_t>(s), d - 3) * ((n + per - 1) / per));
+  const double meet =
+      d == 2 ? 1.0 : static_cast<double>(power(static_cast<std::uint64_t>(s), d - 3) * ((n + per - 1) / per));
   return std::max(0.0, d * face - d * (d - 1) / 2.0 * meet - 1.0);
 }
 

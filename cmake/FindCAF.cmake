@@ -34,25 +34,19 @@ find_package_handle_standard_args(CAF
 
 if(CAF_FOUND)
   find_package(Threads REQUIRED)
-  if(CAF_core_LIBRARY AND NOT TARGET CAF::core)
-    add_library(CAF::core UNKNOWN IMPORTED)
-    set_target_properties(CAF::core PROPERTIES
-      IMPORTED_LOCATION "${CAF_core_LIBRARY}"
-      INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
-      INTERFACE_LINK_LIBRARIES Threads::Threads)
-  endif()
-  if(CAF_io_LIBRARY AND NOT TARGET CAF::io)
-    add_library(CAF::io UNKNOWN IMPORTED)
-    set_target_properties(CAF::io PROPERTIES
-      IMPORTED_LOCATION "${CAF_io_LIBRARY}"
-      INTERFACE_LINK_LIBRARIES CAF::core)
-  endif()
-  if(CAF_openssl_LIBRARY AND NOT TARGET CAF::openssl)
-    add_library(CAF::openssl UNKNOWN IMPORTED)
-    set_target_properties(CAF::openssl PROPERTIES
-      IMPORTED_LOCATION "${CAF_openssl_LIBRARY}"
-      INTERFACE_LINK_LIBRARIES CAF::io)
-  endif()
+  # Each module links the one below it: core <- io <- openssl.
+  set(_caf_below_core Threads::Threads)
+  set(_caf_below_io CAF::core)
+  set(_caf_below_openssl CAF::io)
+  foreach(_component core io openssl)
+    if(CAF_${_component}_LIBRARY AND NOT TARGET CAF::${_component})
+      add_library(CAF::${_component} UNKNOWN IMPORTED)
+      set_target_properties(CAF::${_component} PROPERTIES
+        IMPORTED_LOCATION "${CAF_${_component}_LIBRARY}"
+        INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}"
+        INTERFACE_LINK_LIBRARIES "${_caf_below_${_component}}")
+    endif()
+  endforeach()
 endif()
 
 mark_as_advanced(CAF_INCLUDE_DIR CAF_core_LIBRARY CAF_io_LIBRARY CAF_openssl_LIBRARY)

@@ -1,5 +1,5 @@
 #pragma once
-// The run configuration: one YAML file (DESIGN.md, "Config") read into plain structs, with defaults,
+// The run configuration: one YAML file (README.md, "Configuration") read into plain structs, with defaults,
 // `--set key=value` overrides and validation. Every C++ field is named after its YAML key. The keys, their types,
 // defaults, ranges and docs live in one table (config/schema.cpp); describe_schema() prints it.
 //

@@ -464,7 +464,8 @@ Schema::Schema() {
           "node: each node trains on its own shard; none: every node sees all data"));
   add(key(FIELD(data, shard_method), EnumCodec<ShardMethod>{}, ShardMethod::contiguous,
           "contiguous: by index and count; permutation: node-seeded"));
-  add(key(FIELD(data, normalize), BoolCodec{}, true, "true: standardise pixel/255 with Fashion-MNIST's mean and std; false: pixel/255"));
+  add(key(FIELD(data, normalize), BoolCodec{}, true,
+          "true: standardise pixel/255 with Fashion-MNIST's mean and std; false: pixel/255"));
 
   add(key(FIELD(checkpoint, dir), PathCodec{FileRule::none}, "", "directory for checkpoints; \"\" = off"));
   add(key(FIELD(checkpoint, every), IntCodec{at_least(0)}, 0,

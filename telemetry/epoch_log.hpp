@@ -1,5 +1,5 @@
 #pragma once
-// How a training node writes each epoch out (DESIGN.md, "Observability"): a progress line for people, and a row
+// How a training node writes each epoch out (README.md, "Training and observability"): a progress line for people, and a row
 // of the metrics CSV (metrics.csv) for tools and plots.
 //
 // CSV: one row per epoch per node, with the header

@@ -1,4 +1,4 @@
-// The gridnode command line as a contract (DESIGN.md, "The command line"): exit codes and one-line errors,
+// The gridnode command line as a contract (README.md, "The command line"): exit codes and one-line errors,
 // checked on the real binary.
 
 #include <doctest/doctest.h>
