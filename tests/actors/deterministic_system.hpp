@@ -66,6 +66,8 @@ class DeterministicSystem {
     return actor;
   }
   caf::actor recorder(std::string role);
+  // Ends `actor` with this object too, as if spawned through it (one that start_node spawned, say).
+  const caf::actor& adopt(const caf::actor& actor) { return spawned_.emplace_back(actor); }
 
   // Handles messages until no actor has one left; timers do not fire (see advance_time). Returns how many ran.
   // Fails the test if the actors are still busy after kMaxEvents.
