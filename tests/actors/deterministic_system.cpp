@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "actors/messages.hpp"
 
 namespace gridtrain::testing {
@@ -52,17 +54,27 @@ caf::actor DeterministicSystem::recorder(std::string role) {
   return spawn(testing::recorder, std::move(role));
 }
 
+bool DeterministicSystem::run_one() {
+  auto& jobs = scheduler_.jobs;  // the actors with a message, in line
+  if (shuffle_ && jobs.size() > 1) {
+    const auto picked = jobs.begin() + static_cast<std::ptrdiff_t>((*shuffle_)() % jobs.size());
+    std::rotate(jobs.begin(), picked, picked + 1);
+  }
+  return scheduler_.try_run_once();
+}
+
 std::size_t DeterministicSystem::run() {
   std::size_t ran = 0;
-  while (ran < kMaxEvents && scheduler_.try_run_once()) ++ran;
+  while (ran < kMaxEvents && run_one()) ++ran;
   REQUIRE_MESSAGE(!scheduler_.has_job(), "the actors are still busy after " << ran << " messages");
   return ran;
 }
 
-bool DeterministicSystem::run_until(const std::function<bool()>& done, std::size_t max_events) {
+bool DeterministicSystem::run_until(const std::function<bool()>& done, std::size_t max_events,
+                                    std::size_t check_every) {
   for (std::size_t i = 0; i < max_events; ++i) {
-    if (done()) return true;
-    if (!scheduler_.try_run_once()) return false;
+    if (i % check_every == 0 && done()) return true;
+    if (!run_one()) return done();
   }
   return done();
 }

@@ -23,6 +23,8 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,11 +71,17 @@ class DeterministicSystem {
   // Ends `actor` with this object too, as if spawned through it (one that start_node spawned, say).
   const caf::actor& adopt(const caf::actor& actor) { return spawned_.emplace_back(actor); }
 
+  // From now on, each message is taken from an actor picked at random among those with one (seeded by `seed`), not
+  // from the next in line: another interleaving of the actors, the same on every run. What CAF guarantees holds
+  // either way: the messages from one actor to another arrive in the order sent.
+  void shuffle(std::uint64_t seed) { shuffle_.emplace(seed); }
+
   // Handles messages until no actor has one left; timers do not fire (see advance_time). Returns how many ran.
   // Fails the test if the actors are still busy after kMaxEvents.
   std::size_t run();
-  // Handles one message at a time until `done` holds (true), or `max_events` ran or none is left (false).
-  bool run_until(const std::function<bool()>& done, std::size_t max_events);
+  // Handles one message at a time until `done` holds (true), or `max_events` ran or none is left (false). `done`
+  // is asked first, then after every `check_every` messages (a costly condition need not be asked after each).
+  bool run_until(const std::function<bool()>& done, std::size_t max_events, std::size_t check_every = 1);
   // Moves the clock on by `span`: the delayed messages and request timeouts now due are delivered (not yet
   // handled: run() does that). Returns how many were.
   std::size_t advance_time(caf::timespan span);
@@ -89,6 +97,8 @@ class DeterministicSystem {
   caf::message ask_message(const caf::actor& to, caf::message question);
 
  private:
+  bool run_one();  // false: no actor has a message
+
   struct Config : caf::actor_system_config {
     Config();
   };
@@ -98,6 +108,7 @@ class DeterministicSystem {
   caf::scheduler::test_coordinator& scheduler_;
   std::vector<caf::actor> spawned_;
   caf::actor asker_;
+  std::optional<std::mt19937_64> shuffle_;
 };
 
 // Whether the actor has ended. Its state is gone then.
