@@ -18,7 +18,7 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 TestCluster::TestCluster(config::Config config) : config_(std::move(config)) {
-  spdlog::set_level(spdlog::level::err);  // joins and leaves by the dozen: keep the test output readable
+  spdlog::set_level(spdlog::level::err);  // joins and leaves: keep the test output readable
   system_config_ = std::make_unique<actors::SystemConfig>(config_);
   system_ = std::make_unique<caf::actor_system>(*system_config_);
 }
@@ -30,8 +30,8 @@ TestCluster::~TestCluster() {
   system_.reset();
 }
 
-actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                      bool paced_by_every_steps) {
+actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
+                                     bool paced_by_every_steps) {
   actors::NodeOptions options;
   options.config = config_;
   options.node_id = id;
@@ -43,12 +43,6 @@ actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner:
   auto started = actors::start_node(*system_, std::move(options));
   REQUIRE(started.ok());
   nodes_.push_back(started.value());
-  return started.value();
-}
-
-actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                     bool paced_by_every_steps) {
-  start(id, std::move(store), paced_by_every_steps);
   const auto outcome = nodes_.back().wait_joined();
   CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
   return nodes_.back();
@@ -70,30 +64,12 @@ void TestCluster::stop(std::uint64_t id) {
   }
 }
 
-void TestCluster::kill(std::uint64_t id) {
-  for (const auto& n : nodes_) {
-    if (n.id() != id) continue;
-    gone_.push_back(id);
-    n.kill();
-    n.wait();
-  }
-}
-
 actors::GridView TestCluster::status() {
   for (const auto& n : live()) {
     auto s = actors::query_grid_view(*system_, n.actor(), std::chrono::seconds(10));
     if (s.ok()) return s.value();
   }
   return {};
-}
-
-bool TestCluster::wait_for_members(std::vector<std::uint64_t> ids) {
-  std::sort(ids.begin(), ids.end());
-  return eventually([&] {
-    std::vector<std::uint64_t> members;
-    for (const auto& n : status().nodes) members.push_back(n.place.node_id);
-    return members == ids;
-  });
 }
 
 }  // namespace gridtrain::testing
