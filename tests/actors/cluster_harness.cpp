@@ -6,43 +6,7 @@
 #include <algorithm>
 #include <thread>
 
-
 namespace gridtrain::testing {
-
-config::Config cluster_config(int dims, double alpha, int max_chunk_floats) {
-  config::Config c = config::defaults();
-  c.learner.kind = config::LearnerKind::probe;
-  if (dims > 0)
-    c.grid.dims = dims;
-  else
-    c.grid.dims.reset();
-  c.grid.rounds_in_flight = 3;
-  c.allreduce.reduce_threshold = 1;
-  c.allreduce.complete_threshold = 1;
-  c.allreduce.advance_threshold = 1;
-  c.allreduce.quorum = config::QuorumMode::fraction;
-  c.allreduce.elastic_rate = alpha;
-  c.allreduce.max_chunk_floats = max_chunk_floats;
-  c.cluster.listen = config::Endpoint{"127.0.0.1", 0};
-  return c;
-}
-
-std::shared_ptr<learner::ParameterStore> make_store(std::size_t floats, float base) {
-  const int w = static_cast<int>(floats * 2 / 3);
-  const int b = static_cast<int>(floats) - w;
-  auto store = std::make_shared<learner::ParameterStore>(
-      std::vector<learner::TensorSpec>{{"w", {w}}, {"b", {b}}});
-  std::vector<float> values(floats);
-  for (std::size_t j = 0; j < floats; ++j) values[j] = base + static_cast<float>(j % 7);
-  store->assign(values);
-  return store;
-}
-
-std::vector<float> read(const learner::ParameterStore& store) {
-  std::vector<float> out(store.size());
-  store.fetch(out);
-  return out;
-}
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds deadline) {
   const auto until = std::chrono::steady_clock::now() + deadline;
@@ -54,7 +18,7 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 TestCluster::TestCluster(config::Config config) : config_(std::move(config)) {
-  spdlog::set_level(spdlog::level::err);  // joins and leaves by the dozen: keep the test output readable
+  spdlog::set_level(spdlog::level::err);  // joins and leaves: keep the test output readable
   system_config_ = std::make_unique<actors::SystemConfig>(config_);
   system_ = std::make_unique<caf::actor_system>(*system_config_);
 }
@@ -66,8 +30,8 @@ TestCluster::~TestCluster() {
   system_.reset();
 }
 
-actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                      bool paced_by_every_steps) {
+actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
+                                     bool paced_by_every_steps) {
   actors::NodeOptions options;
   options.config = config_;
   options.node_id = id;
@@ -79,12 +43,6 @@ actors::NodeHandle TestCluster::start(std::uint64_t id, std::shared_ptr<learner:
   auto started = actors::start_node(*system_, std::move(options));
   REQUIRE(started.ok());
   nodes_.push_back(started.value());
-  return started.value();
-}
-
-actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                                     bool paced_by_every_steps) {
-  start(id, std::move(store), paced_by_every_steps);
   const auto outcome = nodes_.back().wait_joined();
   CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
   return nodes_.back();
@@ -106,30 +64,12 @@ void TestCluster::stop(std::uint64_t id) {
   }
 }
 
-void TestCluster::kill(std::uint64_t id) {
-  for (const auto& n : nodes_) {
-    if (n.id() != id) continue;
-    gone_.push_back(id);
-    n.kill();
-    n.wait();
-  }
-}
-
 actors::GridView TestCluster::status() {
   for (const auto& n : live()) {
     auto s = actors::query_grid_view(*system_, n.actor(), std::chrono::seconds(10));
     if (s.ok()) return s.value();
   }
   return {};
-}
-
-bool TestCluster::wait_for_members(std::vector<std::uint64_t> ids) {
-  std::sort(ids.begin(), ids.end());
-  return eventually([&] {
-    std::vector<std::uint64_t> members;
-    for (const auto& n : status().nodes) members.push_back(n.place.node_id);
-    return members == ids;
-  });
 }
 
 }  // namespace gridtrain::testing

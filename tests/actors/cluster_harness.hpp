@@ -1,7 +1,9 @@
 #pragma once
-// An in-process cluster for tests: one actor system, many Nodes, each with its own ParameterStore. The nodes use
-// the same actors and messages as nodes in separate processes (the GridMaster included); only the transport is
-// local. Waiting is by condition with a generous deadline, never by a timed assertion.
+// An in-process cluster in real time, for the tests that need threads beside the averaging (trainers): one actor
+// system, many Nodes, each with its own ParameterStore. The nodes use the same actors and messages as nodes in
+// separate processes (the GridMaster included); only the transport is local. Waiting is by condition with a
+// generous deadline, never by a timed assertion. Tests of the actors alone run deterministically instead
+// (deterministic_cluster.hpp).
 
 #include <caf/all.hpp>
 
@@ -9,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -17,19 +18,9 @@
 #include "actors/system_config.hpp"
 #include "config/config.hpp"
 #include "learner/parameter_store.hpp"
+#include "test_support.hpp"
 
 namespace gridtrain::testing {
-
-// A probe config: `dims` dimensions (0: auto), θr = θc = θa = 1, elastic rate `alpha`, small chunks so that a
-// block spans several messages.
-config::Config cluster_config(int dims, double alpha, int max_chunk_floats = 16);
-
-// A store of two tensors ("w" then "b", so the update crosses a tensor boundary) holding `floats` floats:
-// value j is base + (j % 7).
-std::shared_ptr<learner::ParameterStore> make_store(std::size_t floats, float base);
-
-// Every float of the store, read under its locks.
-std::vector<float> read(const learner::ParameterStore& store);
 
 // Polls `condition` until it holds (true) or `deadline` passes (false).
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds deadline = std::chrono::seconds(60));
@@ -42,27 +33,19 @@ class TestCluster {
   caf::actor_system& system() { return *system_; }
   const config::Config& config() const { return config_; }
 
-  // Starts a node; the first bootstraps the cluster, later ones join through the first node still running.
-  // Does not wait for the join.
+  // Starts a node and waits until it is welcomed (a failed doctest CHECK otherwise). The first bootstraps the
+  // cluster, later ones join through the first node still running.
   // paced_by_every_steps: the node's LineMasters start a round only when allow_rounds() allows one.
-  actors::NodeHandle start(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
-                           bool paced_by_every_steps = false);
-  // start(), then waits until it is welcomed (a failed doctest CHECK otherwise).
   actors::NodeHandle& add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
                           bool paced_by_every_steps = false);
-
-  std::vector<actors::NodeHandle>& nodes() { return nodes_; }
-  // The running nodes (not stopped or killed through this class).
-  std::vector<actors::NodeHandle> live() const;
   void stop(std::uint64_t id);  // Leave, and wait until it ended
-  void kill(std::uint64_t id);  // crash, and wait until it ended
 
   // The live grid, asked of a live node; an empty status if none answers.
   actors::GridView status();
-  // Waits until the GridMaster lists exactly `ids` (any order).
-  bool wait_for_members(std::vector<std::uint64_t> ids);
 
  private:
+  std::vector<actors::NodeHandle> live() const;  // not stopped through this class
+
   config::Config config_;
   std::unique_ptr<actors::SystemConfig> system_config_;
   std::unique_ptr<caf::actor_system> system_;

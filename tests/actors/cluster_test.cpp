@@ -1,16 +1,35 @@
-// In-process clusters: many Nodes in one actor system, through the same actors as separate processes.
+// In-process clusters: many Nodes in one actor system, through the same actors as separate processes, run
+// deterministically, message by message.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 
-#include "cluster_harness.hpp"
+#include "actors/line_master.hpp"
+#include "deterministic_cluster.hpp"
+#include "test_support.hpp"
 
 namespace gridtrain::testing {
 namespace {
 
 using Lines = std::vector<std::vector<std::uint64_t>>;
+
+// Far more messages than a test here needs (the free-running rounds of ten nodes agree to 1e-5 within some 10^4):
+// reaching it means that a round waits forever, not that the run was slow.
+constexpr std::size_t kMaxEvents = 1'000'000;
+
+// The conditions of the free-running tests read every node's store or counters: they are asked after every so many
+// messages, not after each.
+constexpr std::size_t kCheckEvery = 16;
+
+// The interleavings a test runs under: 0 takes the actors in line, any other number is the seed of a random
+// order (DeterministicSystem::shuffle). Each is the same on every run.
+const std::vector<std::uint64_t> kInterleavings{0, 1, 2, 3};
+
+void interleave(DeterministicCluster& cluster, std::uint64_t seed) {
+  if (seed != 0) cluster.sim().shuffle(seed);
+}
 
 // The grid's lines in dimension `dim`, from the coordinates in the status: nodes that agree on every other one.
 Lines lines_of(const actors::GridView& status, std::uint32_t dim) {
@@ -25,11 +44,13 @@ Lines lines_of(const actors::GridView& status, std::uint32_t dim) {
   return out;
 }
 
-std::uint64_t rounds_in(const actors::NodeHandle& node, std::uint32_t dim) {
-  return node.stats().dims.at(dim).rounds.rounds_done;
+// The size of the line of node `id`.
+std::size_t line_size(const Lines& lines, std::uint64_t id) {
+  for (const auto& line : lines)
+    if (std::find(line.begin(), line.end(), id) != line.end()) return line.size();
+  FAIL("node " << id << " is in no line");
+  return 0;
 }
-
-std::uint64_t rounds_total(const actors::NodeHandle& node) { return node.stats().total().rounds_done; }
 
 // The round's arithmetic, replayed: the mean of a chunk is the double sum of the floats received, divided by
 // their count, rounded to float once; with α = 1 the elastic update replaces the value by it.
@@ -47,44 +68,54 @@ void apply_line_means(std::map<std::uint64_t, std::vector<float>>& values, const
   }
 }
 
-// Waits until every node in a line of two or more has finished `rounds` rounds in `dim`.
-void wait_for_rounds(TestCluster& cluster, const Lines& lines, std::uint32_t dim, std::uint64_t rounds) {
-  for (const auto& line : lines) {
-    if (line.size() < 2) continue;
-    for (auto id : line) {
-      for (auto& node : cluster.nodes()) {
-        if (node.id() != id) continue;
-        REQUIRE_MESSAGE(eventually([&] { return rounds_in(node, dim) >= rounds; }),
-                        "node " << id << " did not finish round " << rounds << " of dim " << dim);
-      }
+// Allows every node one round in `dim` and runs until the cluster is idle: paced, every line of two or more
+// runs exactly that one round, and nothing follows.
+void one_round_in(DeterministicCluster& cluster, std::uint32_t dim) {
+  for (auto id : cluster.live())
+    caf::anon_send(cluster.node(id), actors::allow_rounds_atom::value, dim, std::uint64_t{1});
+  cluster.sim().run();
+}
+
+// n nodes; one round in each dimension in turn (the rounds of one dimension must not overlap the next's, or
+// "the line's mean" depends on the order of messages). After each, every node must hold exactly its line's mean,
+// and have run exactly one round in that dimension if its line has two or more members, none otherwise.
+void check_exact_line_means(int dims, int n, int floats, std::uint64_t seed) {
+  CAPTURE(seed);
+  DeterministicCluster cluster(cluster_config(dims, 1.0));
+  interleave(cluster, seed);
+  std::map<std::uint64_t, std::vector<float>> expected;
+  for (int i = 1; i <= n; ++i) {
+    const auto id = static_cast<std::uint64_t>(i);
+    cluster.add(id, make_store(floats, 10.0f * i), true);
+    expected[id] = read(*cluster.store(id));
+  }
+  cluster.sim().run();
+  const auto status = cluster.status();
+  REQUIRE(status.nodes.size() == static_cast<std::size_t>(n));
+  REQUIRE(status.dims == static_cast<std::uint32_t>(dims));
+  std::map<std::uint64_t, std::uint64_t> rounds;  // each node's, over the dimensions so far
+  for (std::uint32_t dim = 0; dim < status.dims; ++dim) {
+    const Lines lines = lines_of(status, dim);
+    one_round_in(cluster, dim);
+    apply_line_means(expected, lines);
+    for (auto id : cluster.live()) {
+      CAPTURE(id);
+      CAPTURE(dim);
+      CHECK(read(*cluster.store(id)) == expected.at(id));
+      const std::uint64_t in_dim = line_size(lines, id) >= 2 ? 1 : 0;  // the every_steps budget held
+      rounds[id] += in_dim;
+      const actors::NodeStats stats = cluster.stats(id);
+      CHECK(stats.dims.at(dim).rounds.rounds_done == in_dim);
+      // Nothing dropped, caught up or cut short: the rounds ran whole, one dimension at a time.
+      CHECK(stats.total() == actors::RoundStats{.rounds_done = rounds[id]});
+      CHECK(stats.bad_messages == 0);
     }
   }
 }
 
-// n nodes; one round in each dimension in turn (the rounds of one dimension must not overlap the next's, or
-// "the line's mean" depends on timing). After each, every node must hold exactly its line's mean.
+// In every interleaving: the sum of a chunk is exact whatever the order its contributions arrive in.
 void check_exact_line_means(int dims, int n, int floats) {
-  TestCluster cluster(cluster_config(dims, 1.0));
-  std::map<std::uint64_t, std::vector<float>> expected;
-  for (int i = 1; i <= n; ++i) {
-    auto& node = cluster.add(static_cast<std::uint64_t>(i), make_store(floats, 10.0f * i), true);
-    expected[node.id()] = read(*node.store());
-  }
-  const auto status = cluster.status();
-  REQUIRE(status.nodes.size() == static_cast<std::size_t>(n));
-  REQUIRE(status.dims == static_cast<std::uint32_t>(dims));
-  for (std::uint32_t dim = 0; dim < status.dims; ++dim) {
-    const Lines lines = lines_of(status, dim);
-    for (auto& node : cluster.nodes()) node.allow_rounds(dim, 1);
-    wait_for_rounds(cluster, lines, dim, 1);
-    apply_line_means(expected, lines);
-    for (auto& node : cluster.nodes()) {
-      CAPTURE(node.id());
-      CAPTURE(dim);
-      CHECK(read(*node.store()) == expected.at(node.id()));
-      CHECK(rounds_in(node, dim) <= 1);  // the every_steps budget held: exactly one round
-    }
-  }
+  for (std::uint64_t seed : kInterleavings) check_exact_line_means(dims, n, floats, seed);
 }
 
 double max_distance_to(const std::vector<float>& values, const std::vector<double>& target) {
@@ -93,11 +124,11 @@ double max_distance_to(const std::vector<float>& values, const std::vector<doubl
   return worst;
 }
 
-std::vector<double> global_mean(TestCluster& cluster) {
+std::vector<double> global_mean(const DeterministicCluster& cluster) {
   std::vector<double> mean;
   const auto live = cluster.live();
-  for (const auto& node : live) {
-    const auto v = read(*node.store());
+  for (auto id : live) {
+    const auto v = read(*cluster.store(id));
     mean.resize(v.size(), 0.0);
     for (std::size_t j = 0; j < v.size(); ++j) mean[j] += v[j];
   }
@@ -106,10 +137,10 @@ std::vector<double> global_mean(TestCluster& cluster) {
 }
 
 // The largest difference between any two live nodes, over every float.
-double spread(TestCluster& cluster) {
+double spread(const DeterministicCluster& cluster) {
   std::vector<float> lo, hi;
-  for (const auto& node : cluster.live()) {
-    const auto v = read(*node.store());
+  for (auto id : cluster.live()) {
+    const auto v = read(*cluster.store(id));
     if (lo.empty()) {
       lo = hi = v;
       continue;
@@ -126,22 +157,35 @@ double spread(TestCluster& cluster) {
 
 // α = 0.5, one dimension at a time (so that each line round keeps its line's sum, and so the global mean), until
 // every node is within 1e-5 of the starting global mean.
-void check_convergence_to_global_mean(int dims, int n) {
-  TestCluster cluster(cluster_config(dims, 0.5));
+void check_convergence_to_global_mean(int dims, int n, std::uint64_t seed) {
+  CAPTURE(seed);
+  DeterministicCluster cluster(cluster_config(dims, 0.5));
+  interleave(cluster, seed);
   // Small values: float rounding of the running updates stays well below the 1e-5 asked for.
   for (int i = 1; i <= n; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(100, 0.25f * i), true);
+  cluster.sim().run();
   const std::vector<double> target = global_mean(cluster);
   const auto status = cluster.status();
   bool converged = false;
-  for (std::uint64_t sweep = 1; sweep <= 200 && !converged; ++sweep) {
+  std::uint64_t sweep = 0;
+  while (sweep < 200 && !converged) {
+    ++sweep;
     for (std::uint32_t dim = 0; dim < status.dims; ++dim) {
-      for (auto& node : cluster.nodes()) node.allow_rounds(dim, 1);
-      wait_for_rounds(cluster, lines_of(status, dim), dim, sweep);
+      one_round_in(cluster, dim);
+      const Lines lines = lines_of(status, dim);
+      for (auto id : cluster.live()) {
+        CAPTURE(id);
+        REQUIRE(cluster.rounds_in(id, dim) == (line_size(lines, id) >= 2 ? sweep : 0));
+      }
     }
     converged = true;
-    for (auto& node : cluster.nodes()) converged = converged && max_distance_to(read(*node.store()), target) < 1e-5;
+    for (auto id : cluster.live()) converged = converged && max_distance_to(read(*cluster.store(id)), target) < 1e-5;
   }
   CHECK(converged);
+}
+
+void check_convergence_to_global_mean(int dims, int n) {
+  for (std::uint64_t seed : kInterleavings) check_convergence_to_global_mean(dims, n, seed);
 }
 
 }  // namespace
@@ -161,7 +205,7 @@ TEST_CASE("27 nodes in 3-D: one round per dimension leaves every node exactly it
 TEST_CASE("7 nodes in a ragged 2-D grid: one round per dimension leaves every node exactly its line's mean") {
   {
     // The grid is ragged: 7 nodes on a 3 x 3 grid leave some lines short.
-    TestCluster cluster(cluster_config(2, 1.0));
+    DeterministicCluster cluster(cluster_config(2, 1.0));
     for (int i = 1; i <= 7; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(10, 1.0f * i), true);
     const auto status = cluster.status();
     CHECK(status.shape == std::vector<std::int32_t>{3, 3});
@@ -177,66 +221,111 @@ TEST_CASE("with α = 0.5 and rounds dimension by dimension, every node converges
   SUBCASE("27 nodes in 3-D") { check_convergence_to_global_mean(3, 27); }
 }
 
+// Nine nodes with rounds running freely in every dimension (α = 0.5), for the tests below.
+struct FreeRunning {
+  explicit FreeRunning(std::uint64_t seed) : cluster(cluster_config(2, 0.5)) {
+    interleave(cluster, seed);
+    for (std::uint64_t i = 1; i <= 9; ++i) {
+      cluster.add(i, make_store(100, 0.25f * static_cast<float>(i)));
+      ids.push_back(i);
+    }
+  }
+
+  // Every live node goes on finishing rounds: none is stuck in a round that can never complete.
+  void all_progress() {
+    std::map<std::uint64_t, std::uint64_t> before;
+    for (auto id : cluster.live()) before[id] = cluster.rounds_total(id);
+    auto moved = [&](std::uint64_t id) { return cluster.rounds_total(id) >= before[id] + 4; };
+    auto all_moved = [&] { return std::all_of(before.begin(), before.end(), [&](auto& b) { return moved(b.first); }); };
+    cluster.sim().run_until(all_moved, kMaxEvents, kCheckEvery);
+    for (auto id : cluster.live()) CHECK_MESSAGE(moved(id), "node " << id << " stopped finishing rounds");
+  }
+
+  // The GridMaster comes to list exactly `ids`, and says so when asked.
+  void members_are_ids() {
+    std::vector<std::uint64_t> expected = ids;
+    std::sort(expected.begin(), expected.end());
+    cluster.sim().run_until([&] { return cluster.members() == expected; }, kMaxEvents);
+    REQUIRE(cluster.members() == expected);
+    std::vector<std::uint64_t> listed;
+    for (const auto& n : cluster.status().nodes) listed.push_back(n.place.node_id);
+    CHECK(listed == expected);
+  }
+
+  void forget(std::uint64_t id) { ids.erase(std::find(ids.begin(), ids.end(), id)); }
+
+  // The live nodes come to hold one value (to 1e-5).
+  bool agree() { return cluster.sim().run_until([&] { return spread(cluster) < 1e-5; }, kMaxEvents, kCheckEvery); }
+
+  DeterministicCluster cluster;
+  std::vector<std::uint64_t> ids;
+};
+
 TEST_CASE("with α = 0.5 and rounds running freely in every dimension, the nodes reach one value") {
   // Rounds of different dimensions overlap here: a line's update lands on values another dimension has moved
   // since the fetch. The update adds alpha * (mean - fetched), which keeps such moves and the sum of a round every
   // peer applies, but nodes joining while rounds already run can still apply a round unevenly. What must hold is
   // consensus.
-  TestCluster cluster(cluster_config(2, 0.5));
-  for (int i = 1; i <= 9; ++i) cluster.add(static_cast<std::uint64_t>(i), make_store(100, 0.25f * i));
-  CHECK(eventually([&] { return spread(cluster) < 1e-5; }));
+  for (std::uint64_t seed : kInterleavings) {
+    CAPTURE(seed);
+    FreeRunning f(seed);
+    CHECK(f.agree());
+    for (auto id : f.cluster.live()) CHECK(f.cluster.rounds_total(id) > 0);
+  }
 }
 
 TEST_CASE("nodes join, leave and die while rounds run; no round waits forever and the nodes still agree") {
-  TestCluster cluster(cluster_config(2, 0.5));
-  std::vector<std::uint64_t> ids;
-  for (std::uint64_t i = 1; i <= 9; ++i) {
-    cluster.add(i, make_store(100, 0.25f * static_cast<float>(i)));
-    ids.push_back(i);
-  }
-  // Every live node goes on finishing rounds: none is stuck in a round that can never complete.
-  auto all_progress = [&] {
-    std::map<std::uint64_t, std::uint64_t> before;
-    for (const auto& node : cluster.live()) before[node.id()] = rounds_total(node);
-    for (const auto& node : cluster.live()) {
-      const bool moved = eventually([&] { return rounds_total(node) >= before[node.id()] + 4; });
-      CHECK_MESSAGE(moved, "node " << node.id() << " stopped finishing rounds");
+  SUBCASE("a joiner is placed and takes part; a node leaves cleanly; a node dies") {
+    for (std::uint64_t seed : kInterleavings) {
+      CAPTURE(seed);
+      FreeRunning f(seed);
+      f.all_progress();
+
+      f.cluster.add(10, make_store(100, 5.0f));
+      f.ids.push_back(10);
+      f.members_are_ids();
+      CHECK(f.cluster.status().shape == std::vector<std::int32_t>{4, 4});
+      f.all_progress();
+      CHECK(f.cluster.rounds_total(10) > 0);
+
+      f.cluster.stop(4);  // clean: Leave
+      f.forget(4);
+      // A node that leaves ends only once the GridMaster has taken it out (it answers Leave then).
+      CHECK(f.cluster.members() == f.ids);
+      f.members_are_ids();
+      f.all_progress();
+
+      f.cluster.kill(6);  // a crash: the GridMaster sees it go down
+      f.forget(6);
+      f.members_are_ids();
+      f.all_progress();
+      CHECK(f.agree());
     }
-  };
-  all_progress();
-
-  SUBCASE("a joiner is placed and takes part") {
-    cluster.add(10, make_store(100, 5.0f));
-    ids.push_back(10);
-    REQUIRE(cluster.wait_for_members(ids));
-    const auto status = cluster.status();
-    CHECK(status.shape == std::vector<std::int32_t>{4, 4});
-    all_progress();
-    CHECK(rounds_total(cluster.nodes().back()) > 0);
-
-    cluster.stop(4);  // clean: Leave
-    ids.erase(std::find(ids.begin(), ids.end(), 4));
-    REQUIRE(cluster.wait_for_members(ids));
-    all_progress();
-
-    cluster.kill(6);  // a crash: the GridMaster sees it go down
-    ids.erase(std::find(ids.begin(), ids.end(), 6));
-    REQUIRE(cluster.wait_for_members(ids));
-    all_progress();
   }
   SUBCASE("a line master dies mid-round") {
-    const auto status = cluster.status();
-    std::uint64_t master = 0;
-    for (const auto& n : status.nodes)
-      if (!n.place.masters.empty() && n.place.node_id != 1) master = n.place.node_id;  // node 1 hosts the GridMaster
-    REQUIRE(master != 0);
-    cluster.kill(master);
-    ids.erase(std::find(ids.begin(), ids.end(), master));
-    REQUIRE(cluster.wait_for_members(ids));
-    all_progress();
+    for (std::uint64_t seed : kInterleavings) {
+      CAPTURE(seed);
+      FreeRunning f(seed);
+      f.all_progress();
+      std::uint64_t master = 0;
+      std::uint32_t dim = 0;
+      for (const auto& n : f.cluster.status().nodes) {
+        if (n.place.masters.empty() || n.place.node_id == 1) continue;  // node 1 hosts the GridMaster
+        master = n.place.node_id;
+        dim = n.place.masters.front();
+      }
+      REQUIRE(master != 0);
+      // Mid-round: its line has rounds started that not every peer has finished.
+      const caf::actor line_master = f.cluster.state(master).line_masters.at(dim);
+      REQUIRE(f.cluster.sim().run_until(
+          [&] { return !state_of<actors::LineMasterState>(line_master).in_flight.empty(); }, kMaxEvents));
+      f.cluster.kill(master);
+      f.forget(master);
+      f.members_are_ids();
+      f.all_progress();
+      CHECK(f.agree());
+    }
   }
-  CHECK(eventually([&] { return spread(cluster) < 1e-5; }));
 }
 
 }  // namespace gridtrain::testing
-

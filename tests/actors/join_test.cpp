@@ -1,7 +1,9 @@
-// Joining: who gets in, who is turned away and why, and joining over a real connection.
+// Joining: who gets in, who is turned away and why, run deterministically with real Nodes joining through a seed
+// Node; and, in real time, joining over a real connection and a seed that cannot be reached.
 #include <doctest/doctest.h>
 
 #include <caf/io/all.hpp>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,7 +11,10 @@
 #include <unistd.h>
 
 #include "actors/messages.hpp"
+#include "actors/node_handle.hpp"
+#include "actors/token_proof.hpp"
 #include "cluster_harness.hpp"
+#include "deterministic_cluster.hpp"
 
 namespace gridtrain::testing {
 namespace {
@@ -28,96 +33,132 @@ struct TokenFile {
   std::filesystem::path dir;
 };
 
-actors::NodeOptions joiner(const TestCluster& cluster, const actors::NodeHandle& seed, std::uint64_t id,
-                           std::size_t floats) {
-  actors::NodeOptions o;
-  o.config = cluster.config();
-  o.node_id = id;
-  o.store = make_store(floats, 1.0f);
-  o.listen = false;
-  o.seed_node = seed.actor();
-  return o;
+// The token `path` holds, read as start_node reads cluster.token_file ("" : none).
+std::string token_in(const std::string& path) {
+  auto token = actors::read_token(path);
+  REQUIRE(token.ok());
+  return std::move(token).value();
 }
+
+std::size_t members_listed(DeterministicCluster& cluster) { return cluster.status().nodes.size(); }
 
 }  // namespace
 
 TEST_CASE("a node with a different model is rejected with a reason, and ends") {
-  TestCluster cluster(cluster_config(2, 1.0));
-  auto& first = cluster.add(1, make_store(64, 1.0f));
-  auto other = actors::start_node(cluster.system(), joiner(cluster, first, 2, 65));
-  REQUIRE(other.ok());
-  const auto outcome = other.value().wait_joined();
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  cluster.add(1, make_store(64, 1.0f));
+  auto other = make_store(65, 1.0f);
+  cluster.start(cluster.setup(2, other));
+  cluster.sim().run();
+  const auto outcome = cluster.outcome(2);
   CHECK(outcome.result == actors::JoinResult::rejected);
+  // The reason names both models, so that whoever runs the joiner sees what differs.
   CHECK(outcome.reason.find("different model") != std::string::npos);
-  CHECK(other.value().wait_for(std::chrono::seconds(60)));
-  CHECK(cluster.status().nodes.size() == 1);
+  CHECK(outcome.reason.find(fmt::format("{:016x} with 65 floats", other->signature())) != std::string::npos);
+  CHECK(outcome.reason.find(fmt::format("{:016x} with 64", cluster.store(1)->signature())) != std::string::npos);
+  CHECK(cluster.ended(2));
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1});
+  CHECK(cluster.grid_master().rejected == 1);
+  CHECK(members_listed(cluster) == 1);
 }
 
 TEST_CASE("a node that cannot prove the cluster token is rejected; one that can is welcomed") {
   TokenFile right("alpha"), wrong("beta");
   auto config = cluster_config(2, 1.0);
   config.cluster.token_file = right.path();
-  TestCluster cluster(config);
-  auto& first = cluster.add(1, make_store(64, 1.0f));
+  DeterministicCluster cluster(config);
+  cluster.add(1, make_store(64, 1.0f));
 
-  auto bad = joiner(cluster, first, 2, 64);
-  bad.config.cluster.token_file = wrong.path();
-  auto rejected = actors::start_node(cluster.system(), bad);
-  REQUIRE(rejected.ok());
-  const auto outcome = rejected.value().wait_joined();
+  auto bad = cluster.setup(2, make_store(64, 1.0f));
+  bad.token = token_in(wrong.path());
+  cluster.start(bad);
+  cluster.sim().run();
+  const auto outcome = cluster.outcome(2);
   CHECK(outcome.result == actors::JoinResult::rejected);
   CHECK(outcome.reason.find("token") != std::string::npos);
-  rejected.value().wait();
+  CHECK(cluster.ended(2));
 
-  auto none = joiner(cluster, first, 3, 64);
-  none.config.cluster.token_file = "";
-  auto rejected_too = actors::start_node(cluster.system(), none);
-  REQUIRE(rejected_too.ok());
-  CHECK(rejected_too.value().wait_joined().result == actors::JoinResult::rejected);
-  rejected_too.value().wait();
+  auto none = cluster.setup(3, make_store(64, 1.0f));
+  none.token = token_in("");
+  cluster.start(none);
+  cluster.sim().run();
+  CHECK(cluster.outcome(3).result == actors::JoinResult::rejected);
+  CHECK(cluster.outcome(3).reason.find("token") != std::string::npos);
+  CHECK(cluster.ended(3));
 
-  auto good = actors::start_node(cluster.system(), joiner(cluster, first, 4, 64));
-  REQUIRE(good.ok());
-  CHECK(good.value().wait_joined().result == actors::JoinResult::welcomed);
-  CHECK(cluster.status().nodes.size() == 2);
-  good.value().kill();
-  good.value().wait();
+  cluster.start(cluster.setup(4, make_store(64, 1.0f)));  // the cluster's own token file
+  cluster.sim().run();
+  CHECK(cluster.outcome(4).result == actors::JoinResult::welcomed);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1, 4});
+  CHECK(cluster.grid_master().rejected == 2);
+  CHECK(members_listed(cluster) == 2);
+}
+
+TEST_CASE("a node started by start_node proves the token its cluster.token_file holds") {
+  // The cases above give the joiners' Nodes their tokens as start_node does, from the token file; this holds
+  // start_node to it.
+  TokenFile file("alpha");
+  auto config = cluster_config(2, 1.0);
+  config.cluster.token_file = file.path();
+  DeterministicSystem sim;
+  actors::NodeOptions options;
+  options.config = config;
+  options.node_id = 1;
+  options.store = make_store(8, 1.0f);
+  options.listen = false;
+  auto started = actors::start_node(sim.system(), options);
+  REQUIRE(started.ok());
+  const caf::actor node = sim.adopt(started.value().actor());
+  sim.run();
+  const auto& s = state_of<actors::NodeState>(node);
+  CHECK(s.setup.token == "alpha");
+  CHECK(s.outcome.result == actors::JoinResult::welcomed);  // by the GridMaster it bootstrapped, with that token
+  CHECK(state_of<actors::GridMasterState>(s.grid_master).setup.token == "alpha");
 }
 
 TEST_CASE("a join with another protocol version, a duplicate id or missing handles is rejected with a reason") {
-  TestCluster cluster(cluster_config(2, 1.0));
-  auto& first = cluster.add(1, make_store(64, 1.0f));
-  caf::scoped_actor self{cluster.system()};
-  const caf::actor me = caf::actor_cast<caf::actor>(self);
-  const auto& store = *first.store();
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  const caf::actor first = cluster.add(1, make_store(64, 1.0f));
+  const caf::actor me = cluster.sim().recorder("joiner");
+  const auto& store = *cluster.store(1);
   auto join = [&](std::uint64_t id, std::uint32_t protocol, std::size_t handles) {
     return actors::Join{id, "test", store.signature(), store.size(), protocol, "", me,
                         std::vector<caf::actor>(handles, me), std::vector<caf::actor>(handles, me)};
   };
+  // The answer to a join sent to the first node, our seed: exactly one Reject for that node id.
   auto reason_for = [&](const actors::Join& j) {
-    std::string reason = "(no answer)";
-    self->send(first.actor(), j);
-    self->receive([&](actors::Reject& r) { reason = r.reason; },
-                  [&](actors::Welcome&) { reason = "(welcomed)"; },
-                  caf::after(std::chrono::seconds(30)) >> [] {});
-    return reason;
+    caf::send_as(me, first, j);
+    cluster.sim().run();
+    const auto rejects = take<actors::Reject>(me);
+    REQUIRE_MESSAGE(messages(me).empty(), describe(me));
+    REQUIRE(rejects.size() == 1);
+    CHECK(rejects[0].node_id == j.node_id);
+    return rejects[0].reason;
   };
   CHECK(reason_for(join(7, actors::protocol_version + 1, actors::kDimsOffered)).find("protocol") != std::string::npos);
   CHECK(reason_for(join(1, actors::protocol_version, actors::kDimsOffered)).find("already") != std::string::npos);
   CHECK(reason_for(join(8, actors::protocol_version, 2)).find("malformed") != std::string::npos);
-  CHECK(cluster.status().nodes.size() == 1);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1});
+  CHECK(cluster.grid_master().rejected == 3);
+  CHECK(members_listed(cluster) == 1);
 }
 
 TEST_CASE("garbage sent to a node is dropped and counted, and the cluster goes on") {
-  TestCluster cluster(cluster_config(2, 1.0));
-  auto& first = cluster.add(1, make_store(64, 1.0f));
-  caf::anon_send(first.actor(), std::string("garbage"), 17);
-  caf::anon_send(first.actor(), actors::Join{});  // no node handle to answer
-  caf::anon_send(first.actor(), actors::ScatterChunk{});
-  CHECK(eventually([&] { return first.stats().bad_messages >= 2; }));
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  const caf::actor first = cluster.add(1, make_store(64, 1.0f));
+  caf::anon_send(first, std::string("garbage"), 17);
+  caf::anon_send(first, actors::Join{});  // no node handle to answer: passed on to the GridMaster, which drops it
+  caf::anon_send(first, actors::ScatterChunk{});
+  cluster.sim().run();
+  CHECK(cluster.state(1).bad_messages == 2);
+  CHECK(cluster.grid_master().bad_messages == 1);
+  CHECK(cluster.stats(1).bad_messages == 2);  // as the node reports them
   cluster.add(2, make_store(64, 2.0f));
-  CHECK(cluster.status().nodes.size() == 2);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1, 2});
+  CHECK(members_listed(cluster) == 2);
 }
+
+// -- in real time: a real connection, and a seed address nobody answers at ------------------------------------
 
 TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   auto config = cluster_config(2, 1.0);

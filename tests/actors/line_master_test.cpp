@@ -1,53 +1,45 @@
-// A LineMaster driven directly: the test plays the members' DimensionNodes.
+// A LineMaster driven directly, message by message: recorders play the members' DimensionNodes.
 #include <doctest/doctest.h>
 
-#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "actors/line_master.hpp"
 #include "actors/messages.hpp"
-#include "actors/system_config.hpp"
-#include "cluster_harness.hpp"
+#include "deterministic_system.hpp"
 
 namespace gridtrain::testing {
 namespace {
 
-constexpr auto kWait = std::chrono::seconds(30);
-
 struct LineMasterFixture {
-  explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false)
-      : system_config(cluster_config(2, 1.0)), system(system_config), self(system) {
-    for (std::size_t i = 0; i < peers; ++i) members.push_back(std::make_unique<caf::scoped_actor>(system));
-    master = system.spawn(actors::line_master, 0u, paced_by_every_steps);
+  explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false) {
+    for (std::size_t i = 0; i < peers; ++i) members.push_back(sim.recorder("member " + std::to_string(i)));
+    master = sim.spawn(actors::line_master, 0u, paced_by_every_steps);
   }
-  ~LineMasterFixture() { caf::anon_send_exit(master, caf::exit_reason::kill); }
 
   actors::StartLine line(double advance, std::uint32_t k, std::uint64_t version = 1) {
     actors::StartLine l{1, version, 0, 5, {}, {}, {}};
     l.settings.model_floats = 8;
     l.settings.round.advance_threshold = advance;
     l.settings.rounds_in_flight = k;
-    for (std::size_t i = 0; i < members.size(); ++i)
-      l.peers.push_back({i + 1, caf::actor_cast<caf::actor>(*members[i]), ""});
+    for (std::size_t i = 0; i < members.size(); ++i) l.peers.push_back({i + 1, members[i], ""});
     return l;
   }
 
-  // The rounds started so far. The LineMaster handles its mailbox in order, so once it answers, everything it
-  // sent for the earlier messages is in the members' mailboxes.
+  // The rounds started so far, as the LineMaster answers stats_atom once every message sent before is handled.
   std::uint64_t started() {
-    std::uint64_t n = 0;
-    self->request(master, kWait, actors::stats_atom::value)
-        .receive([&](std::uint64_t x) { n = x; }, [](caf::error&) { FAIL("no answer"); });
-    return n;
+    sim.run();
+    return sim.ask<std::uint64_t>(master, actors::stats_atom::value);
   }
 
-  // Every StartRound member `i` has been sent so far, in order.
+  // Every StartRound member `i` has been sent since the last call, in order.
   std::vector<std::uint64_t> rounds_seen(std::size_t i) {
+    sim.run();
     std::vector<std::uint64_t> rounds;
-    bool more = true;
-    while (more)
-      (*members[i])->receive([&](actors::StartRound& r) { rounds.push_back(r.key.round); },
-                             [](actors::StartLine&) {}, caf::after(std::chrono::milliseconds(0)) >> [&] { more = false; });
+    for (const auto& r : take<actors::StartRound>(members[i])) {
+      CHECK(r.key == allreduce::RoundKey{1, 1, 0, 5, r.key.round});
+      rounds.push_back(r.key.round);
+    }
     return rounds;
   }
 
@@ -55,10 +47,8 @@ struct LineMasterFixture {
     caf::anon_send(master, actors::RoundDone{{1, version, 0, 5, round}, from, 0});
   }
 
-  actors::SystemConfig system_config;
-  caf::actor_system system;
-  caf::scoped_actor self;
-  std::vector<std::unique_ptr<caf::scoped_actor>> members;
+  DeterministicSystem sim;
+  std::vector<caf::actor> members;
   caf::actor master;
 };
 
@@ -67,14 +57,18 @@ struct LineMasterFixture {
 TEST_CASE("a line master forwards StartLine to every member with itself as the line's master") {
   LineMasterFixture f(3);
   caf::anon_send(f.master, f.line(1.0, 3));
-  for (auto& m : f.members) {
-    (*m)->receive(
-        [&](actors::StartLine& l) {
-          CHECK(l.line == 5);
-          CHECK(l.peers.size() == 3);
-          CHECK(l.line_master == f.master);
-        },
-        caf::after(kWait) >> [] { FAIL("no StartLine"); });
+  f.sim.run();
+  for (const auto& m : f.members) {
+    // The StartLine first, then round 0: a member learns of its line before any round of it.
+    REQUIRE_MESSAGE(messages(m).size() == 2, describe(m));
+    REQUIRE(messages(m)[0].match_elements<actors::StartLine>());
+    const auto& l = messages(m)[0].get_as<actors::StartLine>(0);
+    CHECK(l.line == 5);
+    CHECK(l.layout_version == 1);
+    CHECK(l.peers.size() == 3);
+    CHECK(l.line_master == f.master);
+    REQUIRE(messages(m)[1].match_elements<actors::StartRound>());
+    CHECK(messages(m)[1].get_as<actors::StartRound>(0).key == allreduce::RoundKey{1, 1, 0, 5, 0});
   }
 }
 
@@ -102,6 +96,8 @@ TEST_CASE("a line master ignores a RoundDone of another layout version and a pee
   f.done(0, 1, 3);
   f.done(0, 9, 4);
   CHECK(f.started() == 1);
+  CHECK(state_of<actors::LineMasterState>(f.master).stale == 2);
+  CHECK(state_of<actors::LineMasterState>(f.master).bad_messages == 1);
   f.done(0, 0, 4);
   f.done(0, 1, 4);
   CHECK(f.started() == 2);
@@ -112,6 +108,7 @@ TEST_CASE("a line of one peer runs no rounds") {
   caf::anon_send(f.master, f.line(1.0, 3));
   CHECK(f.started() == 0);
   CHECK(f.rounds_seen(0).empty());
+  CHECK(received<actors::StartLine>(f.members[0]).size() == 1);
 }
 
 TEST_CASE("a stopped line master starts nothing more") {
@@ -122,6 +119,7 @@ TEST_CASE("a stopped line master starts nothing more") {
   f.done(0, 0);
   f.done(0, 1);
   CHECK(f.started() == 1);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(f.rounds_seen(i) == std::vector<std::uint64_t>{0});
 }
 
 TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed") {
@@ -136,6 +134,7 @@ TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed")
   f.done(1, 0);
   f.done(1, 1);
   CHECK(f.started() == 2);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(f.rounds_seen(i) == std::vector<std::uint64_t>{0, 1});
 }
 
 }  // namespace gridtrain::testing

@@ -7,7 +7,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/system_config.hpp"
-#include "cluster_harness.hpp"
+#include "test_support.hpp"
 
 namespace gridtrain::testing {
 namespace {

@@ -1,0 +1,40 @@
+#include "test_support.hpp"
+
+namespace gridtrain::testing {
+
+config::Config cluster_config(int dims, double alpha, int max_chunk_floats) {
+  config::Config c = config::defaults();
+  c.learner.kind = config::LearnerKind::probe;
+  if (dims > 0)
+    c.grid.dims = dims;
+  else
+    c.grid.dims.reset();
+  c.grid.rounds_in_flight = 3;
+  c.allreduce.reduce_threshold = 1;
+  c.allreduce.complete_threshold = 1;
+  c.allreduce.advance_threshold = 1;
+  c.allreduce.quorum = config::QuorumMode::fraction;
+  c.allreduce.elastic_rate = alpha;
+  c.allreduce.max_chunk_floats = max_chunk_floats;
+  c.cluster.listen = config::Endpoint{"127.0.0.1", 0};
+  return c;
+}
+
+std::shared_ptr<learner::ParameterStore> make_store(std::size_t floats, float base) {
+  const int w = static_cast<int>(floats * 2 / 3);
+  const int b = static_cast<int>(floats) - w;
+  auto store = std::make_shared<learner::ParameterStore>(
+      std::vector<learner::TensorSpec>{{"w", {w}}, {"b", {b}}});
+  std::vector<float> values(floats);
+  for (std::size_t j = 0; j < floats; ++j) values[j] = base + static_cast<float>(j % 7);
+  store->assign(values);
+  return store;
+}
+
+std::vector<float> read(const learner::ParameterStore& store) {
+  std::vector<float> out(store.size());
+  store.fetch(out);
+  return out;
+}
+
+}  // namespace gridtrain::testing

@@ -1,0 +1,24 @@
+#pragma once
+// What every actor test builds on, deterministic or in real time: a probe config and small stores.
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+#include "learner/parameter_store.hpp"
+
+namespace gridtrain::testing {
+
+// A probe config: `dims` dimensions (0: auto), θr = θc = θa = 1, elastic rate `alpha`, small chunks so that a
+// block spans several messages.
+config::Config cluster_config(int dims, double alpha, int max_chunk_floats = 16);
+
+// A store of two tensors ("w" then "b", so the update crosses a tensor boundary) holding `floats` floats:
+// value j is base + (j % 7).
+std::shared_ptr<learner::ParameterStore> make_store(std::size_t floats, float base);
+
+// Every float of the store, read under its locks.
+std::vector<float> read(const learner::ParameterStore& store);
+
+}  // namespace gridtrain::testing
