@@ -12,7 +12,7 @@
 #include <cstdio>
 
 #include "bench/cuda_cnn_setup.hpp"
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 #include "learner/learner.hpp"
 
 using namespace gridtrain;

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 #include "learner/layer_cpu.hpp"
 
 namespace gridtrain::learner {

@@ -15,7 +15,7 @@
 //      step stale).
 // On the CUDA backend the model and the optimizer state live on the device instead, and steps 1 and 3 happen
 // there; the backend's mirror keeps the store in step with the device, one tensor at a time under the same
-// locks (learner/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches
+// locks (learner/cuda/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches
 // the device a few steps after it landed, but none is lost.
 //
 // Minibatches: each epoch visits every sample of the shard once, in an order shuffled from (seed, epoch); the
@@ -35,7 +35,7 @@
 #include "config/config.hpp"
 #include "base/result.hpp"
 #include "learner/backend_factory.hpp"
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 #include "learner/dataset.hpp"
 #include "learner/layer.hpp"
 #include "learner/layer_stack.hpp"

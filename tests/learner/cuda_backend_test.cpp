@@ -3,7 +3,7 @@
 // GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
 // for CUDA runtime version".
 
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "learner/cuda_layers.hpp"
+#include "learner/cuda/cuda_layers.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "learner/cuda_kernels.hpp"
+#include "learner/cuda/cuda_kernels.hpp"
 
 namespace gridtrain::learner::cuda {
 

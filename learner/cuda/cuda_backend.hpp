@@ -3,9 +3,9 @@
 // dense through cuBLAS (FP32), conv2d and maxpool through cuDNN, relu, the loss, the biases and the optimizer
 // as kernels of its own. Beyond Backend, it keeps the parameters and the optimizer state on the device.
 //
-// It is built into a module of its own, libgridtrain_cuda.so (learner/cuda_backend.cpp, learner/cuda_*.cu),
-// which learner/backend_factory.cpp loads only when learner.device asks for a GPU: nothing else links a CUDA
-// library, so every binary starts where there is no GPU or no driver. This header needs no CUDA header.
+// It is built into a module of its own, libgridtrain_cuda.so (learner/cuda/), which learner/backend_factory.cpp
+// loads only when learner.device asks for a GPU: nothing else links a CUDA library, so every binary starts where
+// there is no GPU or no driver. This header needs no CUDA header.
 //
 // Where the parameters live. The device holds the model the learner trains (the LayerStack's working copy),
 // the optimizer's velocity, and three more arena-sized buffers; the optimizer runs there after every backward,

@@ -1,6 +1,6 @@
-// The CUDA backend module: CudaBackend (learner/cuda_backend.hpp) on one device, and the module's entry point.
+// The CUDA backend module: CudaBackend (learner/cuda/cuda_backend.hpp) on one device, and the module's entry point.
 
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -10,15 +10,15 @@
 #include <thread>
 #include <vector>
 
-#include "learner/cuda_context.hpp"
-#include "learner/cuda_kernels.hpp"
-#include "learner/cuda_layers.hpp"
+#include "learner/cuda/cuda_context.hpp"
+#include "learner/cuda/cuda_kernels.hpp"
+#include "learner/cuda/cuda_layers.hpp"
 
 namespace gridtrain::learner::cuda {
 
 namespace {
 
-// What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda_backend.hpp).
+// What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda/cuda_backend.hpp).
 class CudaBackendImpl final : public CudaBackend {
  public:
   explicit CudaBackendImpl(int device) : ctx_(device) {}
