@@ -20,11 +20,11 @@
 #include "learner/dataset.hpp"
 #include "learner/gemm.hpp"
 #include "learner/learner.hpp"
+#include "learner/reference_cnn.hpp"
 
 namespace {
 
 using gridtrain::config::LayerSpec;
-using gridtrain::config::LayerType;
 using namespace gridtrain::learner;
 using Clock = std::chrono::steady_clock;
 
@@ -173,18 +173,7 @@ int main(int argc, char** argv) {
   const std::vector<LayerSpec> mlp = gridtrain::config::defaults().learner.model.layers;  // 784-256-128-10
   for (int batch : {64, 128, 256}) print("mlp 784-256-128-10", batch, measure(mlp, batch, seconds));
 
-  const std::vector<LayerSpec> cnn = {
-      {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2},
-      {.type = LayerType::relu},
-      {.type = LayerType::maxpool, .stride = 2, .size = 2},
-      {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2},
-      {.type = LayerType::relu},
-      {.type = LayerType::maxpool, .stride = 2, .size = 2},
-      {.type = LayerType::flatten},
-      {.type = LayerType::dense, .units = 1024},
-      {.type = LayerType::relu},
-      {.type = LayerType::dense, .units = 10},
-      {.type = LayerType::softmax_cross_entropy}};
+  const std::vector<LayerSpec> cnn = reference_cnn().layers;  // on 1x28x28, as measure() sets
   print("cnn c5x32-p2-c5x64-p2-1024-10", 64, measure(cnn, 64, seconds));
   return 0;
 }

@@ -10,17 +10,11 @@
 
 #include "learner/gemm.hpp"
 #include "learner/init.hpp"
+#include "learner/splitmix64.hpp"
 
 namespace gridtrain::learner {
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Fisher-Yates with its own generator: the same order on every platform for one (seed, epoch).
 void shuffle(std::vector<std::uint32_t>& order, std::uint64_t seed, int epoch) {
