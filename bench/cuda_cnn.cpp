@@ -12,7 +12,6 @@
 #include <cstdio>
 
 #include "bench/cuda_cnn_setup.hpp"
-#include "learner/cuda/cuda_backend.hpp"
 #include "learner/learner.hpp"
 
 using namespace gridtrain;
@@ -66,11 +65,11 @@ int main(int argc, char** argv) {
   std::printf("gridtrain %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
               std::string(l.backend_name()).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
               1e3 * timed_seconds / timed_steps);
-  if (const learner::CudaBackend* cuda = l.cuda_backend()) {
-    const double cycles = static_cast<double>(cuda->mirror_cycles());
-    std::printf("mirror: %zu cycles in %llu steps (a cycle per %.1f steps), %.1f MB per cycle, %.2f MB per step\n",
-                cuda->mirror_cycles(), static_cast<unsigned long long>(l.steps()), l.steps() / cycles,
-                cuda->mirror_bytes() / cycles / 1e6, cuda->mirror_bytes() / 1e6 / l.steps());
-  }
+  // What sharing the model with the store cost: on CUDA the mirror's cycles, on the CPU a snapshot per step.
+  const learner::StoreTransfers moved = l.store_transfers();
+  const double passes = static_cast<double>(moved.passes);
+  std::printf("store: %llu passes in %llu steps (a pass per %.1f steps), %.1f MB per pass, %.2f MB per step\n",
+              static_cast<unsigned long long>(moved.passes), static_cast<unsigned long long>(l.steps()),
+              l.steps() / passes, moved.bytes / passes / 1e6, moved.bytes / 1e6 / l.steps());
   return 0;
 }

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "learner/layer.hpp"
+#include "learner/backend.hpp"
 #include "learner/model.hpp"
 
 namespace gridtrain::learner {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
-#include <mutex>
 #include <numeric>
 #include <span>
 #include <stdexcept>
@@ -43,7 +42,7 @@ Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& co
   if (!backend.ok()) return backend.error();
   set_blas_threads(config.threads);
   std::unique_ptr<Learner> learner;
-  const bool on_gpu = backend.value().cuda != nullptr;
+  const bool on_gpu = backend.value().backend->name() != "cpu";
   try {
     learner.reset(new Learner(config, std::move(model).value(), std::move(train), std::move(backend).value()));
   } catch (const std::runtime_error& e) {
@@ -62,7 +61,6 @@ Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train
       store_(model_.tensors()),
       optimizer_(config.optimizer, config.epochs, model_),
       backend_(std::move(backend.backend)),
-      cuda_(backend.cuda),
       backend_note_(std::move(backend.note)),
       stack_(model_, *backend_, config.batch),
       order_(train_.count),
@@ -70,30 +68,16 @@ Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train
       labels_(static_cast<std::size_t>(config.batch)) {
   steps_per_epoch_ = static_cast<int>((train_.count + config.batch - 1) / config.batch);
   store_.assign(initial_parameters(model_, config.seed));
-  if (cuda_) cuda_->attach(store_, model_, config.optimizer, stack_.params(), stack_.grads(), optimizer_.state());
+  backend_->attach(store_, model_, optimizer_, stack_.params(), stack_.grads());
   start_epoch();
 }
 
 Optimizer& Learner::optimizer() {
-  hand_to_host();
+  backend_->hand_to_host();
   return optimizer_;
 }
 
-void Learner::synchronize() {
-  if (cuda_ && !reload_) cuda_->flush();
-}
-
-void Learner::hand_to_host() {
-  if (!cuda_ || reload_) return;
-  cuda_->flush();
-  cuda_->download_state(optimizer_.state());
-  reload_ = true;
-}
-
-void Learner::reload() {
-  cuda_->load(optimizer_.state());
-  reload_ = false;
-}
+void Learner::synchronize() { backend_->flush(); }
 
 Status Learner::check(const Dataset& data) const {
   if (data.sample_floats != model_.input_floats())
@@ -119,14 +103,6 @@ void Learner::start_epoch() {
   position_ = 0;
 }
 
-void Learner::snapshot() {
-  float* params = stack_.params();
-  for (std::size_t t = store_.tensor_count(); t-- > 0;) {
-    std::lock_guard<std::mutex> hold(store_.mutex(t));
-    backend_->upload(store_.data(t), params + model_.tensor_offset(t));
-  }
-}
-
 StepResult Learner::step() {
   const std::size_t count = train_.count;
   const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
@@ -138,25 +114,11 @@ StepResult Learner::step() {
   }
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
 
-  if (!cuda_)
-    snapshot();
-  else if (reload_)
-    reload();
+  backend_->prepare();
   const LossResult loss =
       stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
   stack_.backward();
-  if (cuda_) {
-    cuda_->update(learning_rate);  // on the device; the store follows through the mirror
-  } else {
-    // The CPU backend's gradients are host memory: the optimizer reads them where they are.
-    const float* grads = stack_.grads();
-    for (std::size_t t = store_.tensor_count(); t-- > 0;) {
-      const std::size_t offset = model_.tensor_offset(t);
-      std::span<const float> grad(grads + offset, model_.tensor_offset(t + 1) - offset);
-      std::lock_guard<std::mutex> hold(store_.mutex(t));
-      optimizer_.apply(t, store_.data(t), grad, learning_rate);
-    }
-  }
+  backend_->update(learning_rate);
 
   position_ += batch;
   samples_.fetch_add(batch, std::memory_order_relaxed);
@@ -173,11 +135,7 @@ Evaluation Learner::evaluate(const Dataset& data) {
   Evaluation e;
   e.count = data.count;
   if (data.count == 0) return e;
-  // On CUDA the device holds the model being trained, newer than the store.
-  if (!cuda_)
-    snapshot();
-  else if (reload_)
-    reload();
+  backend_->prepare();
   double loss = 0;
   std::size_t correct = 0;
   const std::size_t floats = data.sample_floats;
@@ -203,7 +161,7 @@ void Learner::restore_progress(std::uint64_t steps) {
   const std::size_t position = position_;
   start_epoch();
   position_ = position;
-  hand_to_host();
+  backend_->hand_to_host();
 }
 
 }  // namespace gridtrain::learner

@@ -13,10 +13,11 @@
 //      CURRENT values in the store. An elastic update that landed since the snapshot is kept, not overwritten:
 //      the step adds its change to whatever the tensor holds (as async EASGD does; the gradient is at most one
 //      step stale).
-// On the CUDA backend the model and the optimizer state live on the device instead, and steps 1 and 3 happen
-// there; the backend's mirror keeps the store in step with the device, one tensor at a time under the same
-// locks (learner/cuda/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches
-// the device a few steps after it landed, but none is lost.
+// Steps 1 and 3 are the backend's (learner/backend.hpp), and the above is the CPU backend's way. On the CUDA
+// backend the model and the optimizer state live on the device instead, and steps 1 and 3 happen there; the
+// backend's mirror keeps the store in step with the device, one tensor at a time under the same locks
+// (learner/cuda/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches the
+// device a few steps after it landed, but none is lost.
 //
 // Minibatches: each epoch visits every sample of the shard once, in an order shuffled from (seed, epoch); the
 // last minibatch of an epoch may be smaller. The order depends only on the seed, the epoch and the shard, so
@@ -34,10 +35,9 @@
 
 #include "config/config.hpp"
 #include "base/result.hpp"
+#include "learner/backend.hpp"
 #include "learner/backend_factory.hpp"
-#include "learner/cuda/cuda_backend.hpp"
 #include "learner/dataset.hpp"
-#include "learner/layer.hpp"
 #include "learner/layer_stack.hpp"
 #include "learner/model.hpp"
 #include "learner/optimizer.hpp"
@@ -81,18 +81,19 @@ class Learner {
   ParameterStore& params() { return store_; }
   const ParameterStore& params() const { return store_; }
   const Model& model() const { return model_; }
-  // On the CUDA backend the model and the velocity live on the device: this first hands them to the host (the
-  // store is synchronize()d, the velocity copied into optimizer().state()), and the next step or evaluation
-  // loads both back, so that what a restore writes into them lands whole.
+  // Hands the model being trained to the host first (Backend::hand_to_host): params() and optimizer().state()
+  // are then the truth until the next step or evaluation, which loads both back, so that what a checkpoint
+  // reads from them is the model, and what a restore writes into them lands whole.
   Optimizer& optimizer();
   const config::LearnerConfig& config() const { return config_; }
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
   const std::string& backend_note() const { return backend_note_; }   // device auto on the CPU: why not CUDA
-  const CudaBackend* cuda_backend() const { return cuda_; }           // null on the CPU; for its mirror's figures
+  // What sharing the model with the store has cost so far. REQUIRES: the learner's thread.
+  StoreTransfers store_transfers() const { return backend_->store_transfers(); }
 
-  // Brings params() up to date with the model being trained: a no-op on the CPU, where the store is that
-  // model; on CUDA, a round trip of the mirror. Call before reading the store for a checkpoint.
+  // Brings params() up to date with the model being trained (Backend::flush): a no-op on the CPU, where the
+  // store is that model; on CUDA, a round trip of the mirror. Call before reading the store for a checkpoint.
   void synchronize();
 
   std::uint64_t samples() const { return samples_.load(std::memory_order_relaxed); }  // trained on, in all
@@ -104,17 +105,14 @@ class Learner {
   const std::vector<std::uint32_t>& epoch_order() const { return order_; }
 
   // Moves the minibatch order to where it is after `steps` steps from the start (a checkpoint's step count);
-  // parameters and optimizer state are the caller's to restore, after this call (on CUDA, this hands the model
-  // to the host as optimizer() does, and the next step loads what the caller wrote).
+  // parameters and optimizer state are the caller's to restore, after this call (which hands the model to the
+  // host as optimizer() does, so that the next step loads what the caller wrote).
   void restore_progress(std::uint64_t steps);
 
  private:
   Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend);
 
   void start_epoch();
-  void snapshot();      // the store into the stack's working copy, tensor by tensor under locks
-  void hand_to_host();  // CUDA: the store and optimizer_.state() become the truth until reload()
-  void reload();        // CUDA: the store and the optimizer state onto the device
 
   config::LearnerConfig config_;
   Model model_;
@@ -122,10 +120,8 @@ class Learner {
   ParameterStore store_;
   Optimizer optimizer_;
   std::unique_ptr<Backend> backend_;
-  CudaBackend* cuda_ = nullptr;  // backend_, when it is the CUDA backend
   std::string backend_note_;
   LayerStack stack_;
-  bool reload_ = false;  // CUDA: the host holds the truth (hand_to_host), for the next step to load
 
   int steps_per_epoch_ = 0;
   std::vector<std::uint32_t> order_;  // this epoch's sample order

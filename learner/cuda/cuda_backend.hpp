@@ -1,7 +1,8 @@
 #pragma once
-// CudaBackend: the learner's GPU backend, as the rest of the learner sees it. Its layers run on the device:
-// dense through cuBLAS (FP32), conv2d and maxpool through cuDNN, relu, the loss, the biases and the optimizer
-// as kernels of its own. Beyond Backend, it keeps the parameters and the optimizer state on the device.
+// The CUDA backend: the learner's Backend (learner/backend.hpp) on a GPU, and the way the rest of the learner
+// reaches it. Its layers run on the device: dense through cuBLAS (FP32), conv2d and maxpool through cuDNN,
+// relu, the loss, the biases and the optimizer as kernels of its own. It keeps the parameters and the optimizer
+// state on the device.
 //
 // It is built into a module of its own, libgridtrain_cuda.so (learner/cuda/), which learner/backend_factory.cpp
 // loads only when learner.device asks for a GPU: nothing else links a CUDA library, so every binary starts where
@@ -26,55 +27,27 @@
 // engines, while the SMs train; cycles run back to back, so the store trails the device by about one cycle
 // (a few steps), and an elastic update reaches the device one cycle after it landed. The store pages are
 // pinned in place (cudaHostRegister), so the copies need no staging copy on the host.
+//
+// Handing the model to the host (hand_to_host, for a checkpoint or a restore): a flush, then the velocity
+// copied down; from then on the store and the host's velocity are the truth, and the next prepare() loads both
+// onto the device, taking whatever was written into them whole.
+//
+// Failures: the module's code checks every CUDA, cuBLAS and cuDNN call and throws on a failure
+// (learner/cuda/cuda_error.hpp), which unwinds the sequence of calls under way; what crosses the Backend
+// interface is a std::exception, which the Learner turns into an Error (learner/backend.hpp). Errors of the
+// mirror's thread are kept and thrown by the learner's next update() or flush().
 
 #include <cstddef>
-#include <span>
 
-#include "config/config.hpp"
-#include "learner/layer.hpp"
-#include "learner/model.hpp"
-#include "learner/parameter_store.hpp"
+#include "learner/backend.hpp"
 
 namespace gridtrain::learner {
 
-class CudaBackend : public Backend {
- public:
-  // Takes over the training of `store`'s model: params and grads are a LayerStack's working copy and gradients
-  // (device memory, the arena's layout); allocates the optimizer state and the mirror's buffers; pins the
-  // store's arena; starts the mirror. Then load()s.
-  // REQUIRES: called once; store, params and grads outlive the backend (the backend unpins and stops first).
-  virtual void attach(ParameterStore& store, const Model& model, const config::OptimizerConfig& optimizer,
-                      float* params, const float* grads, std::span<const float> optimizer_state) = 0;
-
-  // Makes the device model equal to the store (each tensor read under its lock) and the velocity equal to
-  // `optimizer_state` (empty for sgd), dropping any elastic change in flight: what the store holds is taken
-  // as the whole truth (a restored checkpoint, a warm start).
-  // REQUIRES: attached; no step in flight.
-  virtual void load(std::span<const float> optimizer_state) = 0;
-
-  // The optimizer step on the device (after LayerStack::backward()), then a publish if the mirror is idle.
-  // Errors of the mirror's thread surface here, as exceptions.
-  // REQUIRES: attached.
-  virtual void update(double learning_rate) = 0;
-
-  // Returns once the store holds the device model as of this call (one full mirror cycle) and the device holds
-  // every elastic change the store had by then: for a checkpoint, or an evaluation that must see the store.
-  // REQUIRES: attached.
-  virtual void flush() = 0;
-
-  // The velocity, device to host (empty for sgd). REQUIRES: attached; state.size() as attach's.
-  virtual void download_state(std::span<float> optimizer_state) = 0;
-
-  // Bytes the mirror has copied between host and device since attach (both directions), and its cycles.
-  virtual std::size_t mirror_bytes() const = 0;
-  virtual std::size_t mirror_cycles() const = 0;
-};
-
 // The module's one entry point. Makes the backend on the first CUDA device, or returns null and writes why
 // (e.g. "no CUDA device: ...") into `error`. `abi` must be cuda_backend_abi: a module built from other headers
-// refuses to run.
-inline constexpr int cuda_backend_abi = 1;
+// (another Backend interface) refuses to run.
+inline constexpr int cuda_backend_abi = 2;
 inline constexpr const char* cuda_backend_entry = "gridtrain_cuda_create";
-using CudaBackendCreate = CudaBackend* (*)(int abi, char* error, std::size_t error_size);
+using CudaBackendCreate = Backend* (*)(int abi, char* error, std::size_t error_size);
 
 }  // namespace gridtrain::learner

@@ -3,8 +3,6 @@
 // GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
 // for CUDA runtime version".
 
-#include "learner/cuda/cuda_backend.hpp"
-
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,7 +15,7 @@
 #include <vector>
 
 #include "learner/backend_factory.hpp"
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 #include "learner/learner.hpp"
 #include "tests/learner/gradient_check.hpp"
 
@@ -30,7 +28,6 @@ using gridtrain::config::LearnerConfig;
 using gridtrain::learner::Backend;
 using gridtrain::learner::Buffer;
 using gridtrain::learner::CpuBackend;
-using gridtrain::learner::CudaBackend;
 using gridtrain::learner::Dataset;
 using gridtrain::learner::LayerGrads;
 using gridtrain::learner::LayerParams;
@@ -40,7 +37,7 @@ using gridtrain::learner::Model;
 using namespace gridtrain::learner::testing;
 
 // The CUDA backend, or null after saying why the case is skipped.
-std::unique_ptr<CudaBackend> cuda_or_skip() {
+std::unique_ptr<Backend> cuda_or_skip() {
   std::string why;
   auto cuda = gridtrain::learner::make_cuda_backend(why);
   if (!cuda) MESSAGE("skipped: " << why);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "learner/layer.hpp"
+#include "learner/backend.hpp"
 #include "learner/model.hpp"
 
 namespace gridtrain::learner::testing {

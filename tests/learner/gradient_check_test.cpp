@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The CPU backend's layers on hand-computed cases, and the gemm() wrapper under them.
 
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 
 #include <doctest/doctest.h>
 
