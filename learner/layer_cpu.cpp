@@ -5,9 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "base/check.hpp"
 #include "learner/gemm.hpp"
 #include "learner/layer_cpu_loop.hpp"
 
@@ -314,7 +315,7 @@ std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) {
     case LayerType::softmax_cross_entropy:
       break;
   }
-  throw std::invalid_argument("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
+  precondition_violated("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
 }
 
 std::unique_ptr<Loss> make_loss(int classes, int max_batch) {
