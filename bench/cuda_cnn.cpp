@@ -10,11 +10,21 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "bench/cuda_cnn_setup.hpp"
 #include "learner/learner.hpp"
 
 using namespace gridtrain;
+
+namespace {
+
+[[noreturn]] void fail(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+  std::exit(1);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const bench::CnnOptions o = bench::parse(argc, argv);
@@ -36,7 +46,9 @@ int main(int argc, char** argv) {
   long timed_steps = 0, timed_samples = 0, step = 0;
   auto timed_step = [&] {
     const auto start = clock::now();
-    const int batch = l.step().batch;
+    auto stepped = l.step();
+    if (!stepped) fail(stepped.error());
+    const int batch = stepped.value().batch;
     if (++step > warmup) {
       timed_seconds += std::chrono::duration<double>(clock::now() - start).count();
       ++timed_steps;
@@ -52,7 +64,9 @@ int main(int argc, char** argv) {
     while (!l.done()) {
       timed_step();
       if (l.steps() % static_cast<std::uint64_t>(l.steps_per_epoch()) == 0) {
-        const learner::Evaluation e = l.evaluate(test);
+        auto evaluated = l.evaluate(test);
+        if (!evaluated) fail(evaluated.error());
+        const learner::Evaluation& e = evaluated.value();
         accuracy = e.accuracy;
         std::printf("%6d %10llu %12.0f %10.4f %13.4f\n", l.epoch(), static_cast<unsigned long long>(l.samples()),
                     timed_seconds > 0 ? timed_samples / timed_seconds : 0.0, e.loss, e.accuracy);

@@ -104,6 +104,13 @@ struct Figures {
 
 constexpr int reps = 7;
 
+void step(Learner& learner) {
+  if (auto stepped = learner.step(); !stepped) {
+    std::fprintf(stderr, "error: %s\n", stepped.error().to_string().c_str());
+    std::exit(1);
+  }
+}
+
 Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds) {
   gridtrain::config::LearnerConfig config = gridtrain::config::defaults().learner;
   config.device = gridtrain::config::Device::cpu;
@@ -118,24 +125,24 @@ Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds)
   }
   Learner& learner = *created.value();
   // Every step of the run has a full batch (16 per epoch): the products are the same each step.
-  for (int i = 0; i < 5; ++i) learner.step();  // warm: caches, OpenBLAS's threads and buffers
+  for (int i = 0; i < 5; ++i) step(learner);  // warm: caches, OpenBLAS's threads and buffers
   std::vector<GemmShape> shapes;
   double flops = 0;
   {
     GemmRecorder recorder;
-    learner.step();
+    step(learner);
     shapes = recorder.shapes();
     flops = recorder.flops();
   }
   GemmReplay replay(std::move(shapes));
   replay.run();
-  const int step_iters = calibrate(seconds / reps, [&] { learner.step(); });
+  const int step_iters = calibrate(seconds / reps, [&] { step(learner); });
   const int gemm_iters = calibrate(seconds / reps, [&] { replay.run(); });
   // Interleaved, and the best of each kept (not the mean): noise on a shared machine only ever adds time, and
   // taking turns gives both the same quiet moments.
   double step_s = 1e30, gemm_s = 1e30;
   for (int r = 0; r < reps; ++r) {
-    step_s = std::min(step_s, time_per_call(step_iters, [&] { learner.step(); }));
+    step_s = std::min(step_s, time_per_call(step_iters, [&] { step(learner); }));
     gemm_s = std::min(gemm_s, time_per_call(gemm_iters, [&] { replay.run(); }));
   }
   return {batch / step_s, flops / step_s * 1e-9, flops / gemm_s * 1e-9, flops * 1e-6};

@@ -25,10 +25,16 @@
 //
 // Threads: one thread calls step(), evaluate() and restore_progress(); samples(), steps() and epoch() may be read
 // from any thread.
+//
+// Errors are values. A failure of the backend (a CUDA call that fails, device memory that runs out) comes back
+// from the call that met it as an Error keyed learner.device, and the learner is then failed for good: every
+// later call that needs the backend returns the same error (what the device held is lost; the store keeps the
+// model as the last mirror cycle left it). No exception of the backend leaves the Learner.
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,12 +74,12 @@ class Learner {
   Learner(const Learner&) = delete;
   Learner& operator=(const Learner&) = delete;
 
-  // One minibatch: snapshot, forward, backward, update (see above).
-  StepResult step();
+  // One minibatch: snapshot, forward, backward, update (see above). Errors: the backend failed, now or before.
+  Result<StepResult> step();
 
-  // Loss and accuracy of the current parameters (one snapshot) over `data`.
-  // REQUIRES: check(data) is ok.
-  Evaluation evaluate(const Dataset& data);
+  // Loss and accuracy of the current parameters (one snapshot) over `data`. Errors: check(data)'s, or the
+  // backend failed, now or before.
+  Result<Evaluation> evaluate(const Dataset& data);
 
   // Whether evaluate() can take `data`: its samples fit the model's input, its labels the model's classes.
   Status check(const Dataset& data) const;
@@ -81,10 +87,6 @@ class Learner {
   ParameterStore& params() { return store_; }
   const ParameterStore& params() const { return store_; }
   const Model& model() const { return model_; }
-  // Hands the model being trained to the host first (Backend::hand_to_host): params() and optimizer().state()
-  // are then the truth until the next step or evaluation, which loads both back, so that what a checkpoint
-  // reads from them is the model, and what a restore writes into them lands whole.
-  Optimizer& optimizer();
   const config::LearnerConfig& config() const { return config_; }
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
@@ -93,8 +95,16 @@ class Learner {
   StoreTransfers store_transfers() const { return backend_->store_transfers(); }
 
   // Brings params() up to date with the model being trained (Backend::flush): a no-op on the CPU, where the
-  // store is that model; on CUDA, a round trip of the mirror. Call before reading the store for a checkpoint.
-  void synchronize();
+  // store is that model; on CUDA, a round trip of the mirror. Call before reading the store for an evaluation
+  // of one's own. Errors: the backend failed, now or before.
+  Status synchronize();
+
+  // The optimizer's state (the velocity, in the arena's layout; empty for sgd), after handing the model being
+  // trained to the host (Backend::hand_to_host): params() and this state are then the truth until the next
+  // step or evaluation, which loads both back, so that what a checkpoint reads from them is the model, and what
+  // a restore writes into them lands whole. Errors: the backend failed, now or before.
+  // The span is valid while the learner is; REQUIRES: used on the learner's thread, before its next step.
+  Result<std::span<float>> optimizer_state();
 
   std::uint64_t samples() const { return samples_.load(std::memory_order_relaxed); }  // trained on, in all
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }
@@ -106,13 +116,17 @@ class Learner {
 
   // Moves the minibatch order to where it is after `steps` steps from the start (a checkpoint's step count);
   // parameters and optimizer state are the caller's to restore, after this call (which hands the model to the
-  // host as optimizer() does, so that the next step loads what the caller wrote).
-  void restore_progress(std::uint64_t steps);
+  // host as optimizer_state() does, so that the next step loads what the caller wrote). Errors: the backend
+  // failed, now or before (the progress is moved all the same).
+  Status restore_progress(std::uint64_t steps);
 
  private:
   Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend);
 
   void start_epoch();
+  // Runs fn, which calls into the backend; an exception it throws fails the learner (failed_), and is returned.
+  template <class Fn>
+  Status on_backend(Fn&& fn);
 
   config::LearnerConfig config_;
   Model model_;
@@ -122,6 +136,7 @@ class Learner {
   std::unique_ptr<Backend> backend_;
   std::string backend_note_;
   LayerStack stack_;
+  Status failed_;  // the backend's failure, once it failed
 
   int steps_per_epoch_ = 0;
   std::vector<std::uint32_t> order_;  // this epoch's sample order
