@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
   std::printf("gridtrain %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
               std::string(l.backend_name()).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
               1e3 * timed_seconds / timed_steps);
-  // What sharing the model with the store cost: on CUDA the mirror's cycles, on the CPU a snapshot per step.
+  // What sharing the model with the store cost: on CUDA its loads and the mirror's cycles, on the CPU a snapshot
+  // per step and per evaluation.
   const learner::StoreTransfers moved = l.store_transfers();
   const double passes = static_cast<double>(moved.passes);
   std::printf("store: %llu passes in %llu steps (a pass per %.1f steps), %.1f MB per pass, %.2f MB per step\n",

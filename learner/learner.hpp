@@ -23,13 +23,13 @@
 // last minibatch of an epoch may be smaller. The order depends only on the seed, the epoch and the shard, so
 // progress is restored from the step count alone (restore_progress).
 //
-// Threads: one thread calls step(), evaluate() and restore_progress(); samples(), steps() and epoch() may be read
-// from any thread.
+// Threads: one thread calls step(), evaluate(), synchronize(), optimizer_state() and restore_progress();
+// samples(), steps() and epoch() may be read from any thread.
 //
 // Errors are values. A failure of the backend (a CUDA call that fails, device memory that runs out) comes back
 // from the call that met it as an Error keyed learner.device, and the learner is then failed for good: every
-// later call that needs the backend returns the same error (what the device held is lost; the store keeps the
-// model as the last mirror cycle left it). No exception of the backend leaves the Learner.
+// later call that needs the backend returns the same error (what the backend held is lost; the store keeps
+// what it last received). No exception of the backend leaves the Learner.
 
 #include <atomic>
 #include <cstdint>
@@ -68,7 +68,8 @@ class Learner {
  public:
   // Builds the model (learner.model), initialises it from learner.seed, and sets OpenBLAS's thread count to
   // learner.threads when > 0 (process-wide). `train` is this node's shard. Errors: a model whose shapes do not
-  // fit, a shard that is empty or does not match the model's input or classes, device cuda without a GPU.
+  // fit, a shard that is empty or does not match the model's input or classes, device cuda without a GPU, a
+  // backend that fails to set the model up (out of device memory, say).
   static Result<std::unique_ptr<Learner>> create(const config::LearnerConfig& config, Dataset train);
 
   Learner(const Learner&) = delete;
