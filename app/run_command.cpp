@@ -124,7 +124,7 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
     if (t.checkpoint_path.empty()) return Error{.source = "--resume", .message = "needs checkpoint.dir"};
     auto data = learner::read_checkpoint(t.checkpoint_path, t.learner->params().signature());
     if (!data) return data.error();
-    learner::Trainer::restore(*t.learner, data.value());
+    if (Status restored = learner::Trainer::restore(*t.learner, data.value()); !restored) return restored.error();
     std::cout << "resumed from " << t.checkpoint_path << " at step " << data.value().step << std::endl;
   }
   if (!cfg.metrics.csv.empty()) {

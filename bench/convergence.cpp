@@ -106,6 +106,10 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
   std::vector<NodeResult> results(nodes);
   for (int i = 0; i < nodes; ++i) {
     trainers[i]->join();
+    if (const Status& trained = trainers[i]->status(); !trained) {
+      std::fprintf(stderr, "error: node %d: %s\n", i, trained.error().to_string().c_str());
+      std::exit(1);
+    }
     results[i].accuracy = trainers[i]->final_accuracy();
   }
   for (int i = 0; i < static_cast<int>(handles.size()); ++i) {
@@ -213,11 +217,19 @@ double run_single(const config::Config& cfg, const learner::Dataset& train, cons
   double loss_sum = 0;
   int loss_steps = 0;
   learner::Evaluation eval;
+  auto or_exit = [](const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+    std::exit(1);
+  };
   while (!l.done()) {
-    loss_sum += l.step().loss;
+    auto stepped = l.step();
+    if (!stepped) or_exit(stepped.error());
+    loss_sum += stepped.value().loss;
     ++loss_steps;
     if (l.steps() % static_cast<std::uint64_t>(l.steps_per_epoch()) == 0) {
-      eval = l.evaluate(test);
+      auto evaluated = l.evaluate(test);
+      if (!evaluated) or_exit(evaluated.error());
+      eval = evaluated.value();
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("%6d %10llu %8.1f %11.4f %10.4f %13.4f\n", l.epoch(), static_cast<unsigned long long>(l.samples()),
                   seconds, loss_sum / loss_steps, eval.loss, eval.accuracy);

@@ -24,6 +24,15 @@
 
 using namespace gridtrain;
 
+namespace {
+
+int fail(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const bench::CnnOptions o = bench::parse(argc, argv);
   const learner::Dataset train = bench::load(o.data, true);
@@ -46,10 +55,17 @@ int main(int argc, char** argv) {
 
   const auto start = std::chrono::steady_clock::now();
   std::atomic<int> running{n};
+  std::vector<Status> failed(n);  // each node's thread writes its own, read after the join
   std::vector<std::thread> threads;
-  for (auto& node : nodes)
-    threads.emplace_back([&, l = node.get()] {
-      while (!l->done()) l->step();
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i, l = nodes[i].get()] {
+      while (!l->done()) {
+        auto stepped = l->step();
+        if (!stepped) {
+          failed[i] = stepped.error();
+          break;
+        }
+      }
       --running;
     });
 
@@ -80,6 +96,8 @@ int main(int argc, char** argv) {
     ++rounds;
   }
   for (auto& t : threads) t.join();
+  for (int i = 0; i < n; ++i)
+    if (!failed[i]) return fail(failed[i].error());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   std::uint64_t steps = 0, samples = 0;
@@ -92,8 +110,10 @@ int main(int argc, char** argv) {
               samples / seconds);
   double sum = 0;
   for (int i = 0; i < n; ++i) {
-    nodes[i]->synchronize();
-    const double accuracy = nodes[i]->evaluate(test).accuracy;
+    if (Status synced = nodes[i]->synchronize(); !synced) return fail(synced.error());
+    auto evaluated = nodes[i]->evaluate(test);
+    if (!evaluated) return fail(evaluated.error());
+    const double accuracy = evaluated.value().accuracy;
     sum += accuracy;
     std::printf("node %d: test accuracy %.4f\n", i, accuracy);
   }

@@ -10,12 +10,21 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "bench/cuda_cnn_setup.hpp"
-#include "learner/cuda_backend.hpp"
 #include "learner/learner.hpp"
 
 using namespace gridtrain;
+
+namespace {
+
+[[noreturn]] void fail(const Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.to_string().c_str());
+  std::exit(1);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const bench::CnnOptions o = bench::parse(argc, argv);
@@ -37,7 +46,9 @@ int main(int argc, char** argv) {
   long timed_steps = 0, timed_samples = 0, step = 0;
   auto timed_step = [&] {
     const auto start = clock::now();
-    const int batch = l.step().batch;
+    auto stepped = l.step();
+    if (!stepped) fail(stepped.error());
+    const int batch = stepped.value().batch;
     if (++step > warmup) {
       timed_seconds += std::chrono::duration<double>(clock::now() - start).count();
       ++timed_steps;
@@ -53,7 +64,9 @@ int main(int argc, char** argv) {
     while (!l.done()) {
       timed_step();
       if (l.steps() % static_cast<std::uint64_t>(l.steps_per_epoch()) == 0) {
-        const learner::Evaluation e = l.evaluate(test);
+        auto evaluated = l.evaluate(test);
+        if (!evaluated) fail(evaluated.error());
+        const learner::Evaluation& e = evaluated.value();
         accuracy = e.accuracy;
         std::printf("%6d %10llu %12.0f %10.4f %13.4f\n", l.epoch(), static_cast<unsigned long long>(l.samples()),
                     timed_seconds > 0 ? timed_samples / timed_seconds : 0.0, e.loss, e.accuracy);
@@ -66,11 +79,12 @@ int main(int argc, char** argv) {
   std::printf("gridtrain %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
               std::string(l.backend_name()).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
               1e3 * timed_seconds / timed_steps);
-  if (const learner::CudaBackend* cuda = l.cuda_backend()) {
-    const double cycles = static_cast<double>(cuda->mirror_cycles());
-    std::printf("mirror: %zu cycles in %llu steps (a cycle per %.1f steps), %.1f MB per cycle, %.2f MB per step\n",
-                cuda->mirror_cycles(), static_cast<unsigned long long>(l.steps()), l.steps() / cycles,
-                cuda->mirror_bytes() / cycles / 1e6, cuda->mirror_bytes() / 1e6 / l.steps());
-  }
+  // What sharing the model with the store cost: on CUDA its loads and the mirror's cycles, on the CPU a snapshot
+  // per step and per evaluation.
+  const learner::StoreTransfers moved = l.store_transfers();
+  const double passes = static_cast<double>(moved.passes);
+  std::printf("store: %llu passes in %llu steps (a pass per %.1f steps), %.1f MB per pass, %.2f MB per step\n",
+              static_cast<unsigned long long>(moved.passes), static_cast<unsigned long long>(l.steps()),
+              l.steps() / passes, moved.bytes / passes / 1e6, moved.bytes / 1e6 / l.steps());
   return 0;
 }

@@ -1,7 +1,7 @@
 #pragma once
-// What the CUDA benchmarks share: the Fashion-MNIST CNN of the issue (conv 5x5x32 -> pool -> conv 5x5x64 ->
-// pool -> dense 1024 -> dense 10), its training recipe, the data, and the command line. bench/pytorch_cnn.py
-// builds the same model with the same recipe, so that the two run side by side.
+// What the CUDA benchmarks share: the reference CNN (learner/reference_cnn.hpp), its training recipe, the data,
+// and the command line. bench/pytorch_cnn.py builds the same model with the same recipe, so that the two run
+// side by side.
 
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +10,7 @@
 
 #include "config/config.hpp"
 #include "learner/dataset.hpp"
+#include "learner/reference_cnn.hpp"
 
 namespace gridtrain::bench {
 
@@ -75,24 +76,12 @@ inline CnnOptions parse(int argc, char** argv) {
 
 // The CNN with momentum SGD and a cosine schedule over the run: the recipe bench/pytorch_cnn.py copies.
 inline config::LearnerConfig cnn_learner(const CnnOptions& o) {
-  using config::LayerType;
   config::LearnerConfig c = config::defaults().learner;
   c.device = o.device;
   c.seed = 1;
   c.batch = o.batch;
   c.epochs = o.epochs;
-  c.model.input = {1, 28, 28};
-  c.model.layers = {{.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
-                    {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
-                    {.type = LayerType::flatten},
-                    {.type = LayerType::dense, .units = 1024},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::dense, .units = 10},
-                    {.type = LayerType::softmax_cross_entropy}};
+  c.model = learner::reference_cnn();
   c.optimizer.kind = config::OptimizerKind::momentum;
   c.optimizer.learning_rate = o.learning_rate;
   c.optimizer.momentum = 0.9;

@@ -20,11 +20,11 @@
 #include "learner/dataset.hpp"
 #include "learner/gemm.hpp"
 #include "learner/learner.hpp"
+#include "learner/reference_cnn.hpp"
 
 namespace {
 
 using gridtrain::config::LayerSpec;
-using gridtrain::config::LayerType;
 using namespace gridtrain::learner;
 using Clock = std::chrono::steady_clock;
 
@@ -104,6 +104,13 @@ struct Figures {
 
 constexpr int reps = 7;
 
+void step(Learner& learner) {
+  if (auto stepped = learner.step(); !stepped) {
+    std::fprintf(stderr, "error: %s\n", stepped.error().to_string().c_str());
+    std::exit(1);
+  }
+}
+
 Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds) {
   gridtrain::config::LearnerConfig config = gridtrain::config::defaults().learner;
   config.device = gridtrain::config::Device::cpu;
@@ -118,24 +125,24 @@ Figures measure(const std::vector<LayerSpec>& layers, int batch, double seconds)
   }
   Learner& learner = *created.value();
   // Every step of the run has a full batch (16 per epoch): the products are the same each step.
-  for (int i = 0; i < 5; ++i) learner.step();  // warm: caches, OpenBLAS's threads and buffers
+  for (int i = 0; i < 5; ++i) step(learner);  // warm: caches, OpenBLAS's threads and buffers
   std::vector<GemmShape> shapes;
   double flops = 0;
   {
     GemmRecorder recorder;
-    learner.step();
+    step(learner);
     shapes = recorder.shapes();
     flops = recorder.flops();
   }
   GemmReplay replay(std::move(shapes));
   replay.run();
-  const int step_iters = calibrate(seconds / reps, [&] { learner.step(); });
+  const int step_iters = calibrate(seconds / reps, [&] { step(learner); });
   const int gemm_iters = calibrate(seconds / reps, [&] { replay.run(); });
   // Interleaved, and the best of each kept (not the mean): noise on a shared machine only ever adds time, and
   // taking turns gives both the same quiet moments.
   double step_s = 1e30, gemm_s = 1e30;
   for (int r = 0; r < reps; ++r) {
-    step_s = std::min(step_s, time_per_call(step_iters, [&] { learner.step(); }));
+    step_s = std::min(step_s, time_per_call(step_iters, [&] { step(learner); }));
     gemm_s = std::min(gemm_s, time_per_call(gemm_iters, [&] { replay.run(); }));
   }
   return {batch / step_s, flops / step_s * 1e-9, flops / gemm_s * 1e-9, flops * 1e-6};
@@ -173,18 +180,7 @@ int main(int argc, char** argv) {
   const std::vector<LayerSpec> mlp = gridtrain::config::defaults().learner.model.layers;  // 784-256-128-10
   for (int batch : {64, 128, 256}) print("mlp 784-256-128-10", batch, measure(mlp, batch, seconds));
 
-  const std::vector<LayerSpec> cnn = {
-      {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2},
-      {.type = LayerType::relu},
-      {.type = LayerType::maxpool, .stride = 2, .size = 2},
-      {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2},
-      {.type = LayerType::relu},
-      {.type = LayerType::maxpool, .stride = 2, .size = 2},
-      {.type = LayerType::flatten},
-      {.type = LayerType::dense, .units = 1024},
-      {.type = LayerType::relu},
-      {.type = LayerType::dense, .units = 10},
-      {.type = LayerType::softmax_cross_entropy}};
+  const std::vector<LayerSpec> cnn = reference_cnn().layers;  // on 1x28x28, as measure() sets
   print("cnn c5x32-p2-c5x64-p2-1024-10", 64, measure(cnn, 64, seconds));
   return 0;
 }

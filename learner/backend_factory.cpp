@@ -7,8 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "learner/cuda_backend.hpp"
-#include "learner/layer_cpu.hpp"
+#include "learner/cuda/cuda_backend.hpp"
+#include "learner/cpu_backend.hpp"
 
 namespace gridtrain::learner {
 
@@ -68,27 +68,23 @@ const Module& module() {
 
 }  // namespace
 
-std::unique_ptr<CudaBackend> make_cuda_backend(std::string& why) {
+std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
   const Module& m = module();
   if (!m.create) {
     why = m.why;
     return nullptr;
   }
   char error[512] = {};
-  CudaBackend* backend = m.create(cuda_backend_abi, error, sizeof error);
+  Backend* backend = m.create(cuda_backend_abi, error, sizeof error);
   if (!backend) why = error[0] ? error : "the CUDA backend could not start";
-  return std::unique_ptr<CudaBackend>(backend);
+  return std::unique_ptr<Backend>(backend);
 }
 
 Result<BackendChoice> make_backend(config::Device device) {
   BackendChoice choice;
   if (device != config::Device::cpu) {
     std::string why;
-    if (auto cuda = make_cuda_backend(why)) {
-      choice.cuda = cuda.get();
-      choice.backend = std::move(cuda);
-      return choice;
-    }
+    if ((choice.backend = make_cuda_backend(why))) return choice;
     if (device == config::Device::cuda)
       return Error{
           .key = "learner.device",

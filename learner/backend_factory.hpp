@@ -15,21 +15,18 @@
 
 #include "config/config.hpp"
 #include "base/result.hpp"
-#include "learner/layer.hpp"
+#include "learner/backend.hpp"
 
 namespace gridtrain::learner {
 
-class CudaBackend;
-
 struct BackendChoice {
   std::unique_ptr<Backend> backend;
-  CudaBackend* cuda = nullptr;  // backend itself when it is the CUDA backend, else null
-  std::string note;             // for auto on the CPU: why not CUDA ("no CUDA device: ..."); else empty
+  std::string note;  // for auto on the CPU: why not CUDA ("no CUDA device: ..."); else empty
 };
 
 Result<BackendChoice> make_backend(config::Device device);
 
 // The CUDA backend, or null and why not (`why` as in BackendChoice::note). Thread-safe.
-std::unique_ptr<CudaBackend> make_cuda_backend(std::string& why);
+std::unique_ptr<Backend> make_cuda_backend(std::string& why);
 
 }  // namespace gridtrain::learner

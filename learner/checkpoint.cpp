@@ -52,7 +52,9 @@ std::uint64_t get_u64(const std::uint8_t* p) {
 std::span<const std::uint8_t> bytes_of(const auto& v) {
   return {reinterpret_cast<const std::uint8_t*>(v.data()), v.size() * sizeof(v[0])};
 }
-std::span<std::uint8_t> bytes_of(auto& v) { return {reinterpret_cast<std::uint8_t*>(v.data()), v.size() * sizeof(v[0])}; }
+std::span<std::uint8_t> bytes_of(auto& v) {
+  return {reinterpret_cast<std::uint8_t*>(v.data()), v.size() * sizeof(v[0])};
+}
 
 std::uint32_t crc_update(std::uint32_t crc, std::span<const std::uint8_t> bytes) {
   // zlib answers a null buffer with the initial CRC, 0, dropping what came before: an empty part (no RNG

@@ -4,17 +4,11 @@
 #include <numbers>
 
 #include "config/enums.hpp"
+#include "learner/splitmix64.hpp"
 
 namespace gridtrain::learner {
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in (0, 1]: never 0, so its log is finite.
 double unit(std::uint64_t& state) { return (static_cast<double>(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53; }

@@ -1,8 +1,8 @@
 #pragma once
-// The per-layer operations every backend implements (the CPU one on OpenBLAS, a CUDA one on cuBLAS/cuDNN), and
-// the backend that makes them. A layer sees only pointers into its backend's memory (host memory on the CPU,
-// device memory on a GPU), so where the parameters live is the backend's business: the Learner gives the
-// layers a working copy of the parameters, and a GPU backend keeps that copy on the device.
+// The per-layer operations every backend (learner/backend.hpp) implements: the CPU one on OpenBLAS, the CUDA one
+// on cuBLAS/cuDNN. A layer sees only pointers into its backend's memory (host memory on the CPU, device memory
+// on a GPU), so where the parameters live is the backend's business: a LayerStack gives the layers a working
+// copy of the parameters, and a GPU backend keeps that copy on the device.
 //
 // Tensors are row-major and per minibatch: a batch of `batch` samples, each of its LayerShape's input or
 // output floats; images are (channels, height, width) per sample, i.e. NCHW.
@@ -10,8 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
-#include <string_view>
 
 #include "learner/model.hpp"
 
@@ -81,23 +79,6 @@ class Buffer {
  private:
   std::unique_ptr<float, Release> data_{nullptr, nullptr};
   std::size_t size_ = 0;
-};
-
-class Backend {
- public:
-  virtual ~Backend() = default;
-
-  virtual std::string_view name() const = 0;
-
-  // REQUIRES: layer.spec.type is dense, relu, conv2d or maxpool (flatten is a view; the loss is make_loss's).
-  virtual std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) = 0;
-  virtual std::unique_ptr<Loss> make_loss(int classes, int max_batch) = 0;
-
-  // `floats` floats of backend memory, zeroed (so touched: no page faults later).
-  virtual Buffer allocate(std::size_t floats) = 0;
-  // Host to backend memory and back. REQUIRES: the destination holds the source's size.
-  virtual void upload(std::span<const float> host, float* backend) = 0;
-  virtual void download(const float* backend, std::span<float> host) = 0;
 };
 
 }  // namespace gridtrain::learner

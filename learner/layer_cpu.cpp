@@ -5,13 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
-#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "base/check.hpp"
 #include "learner/gemm.hpp"
 #include "learner/layer_cpu_loop.hpp"
 
-namespace gridtrain::learner {
+namespace gridtrain::learner::cpu {
 
 namespace {
 
@@ -300,7 +301,7 @@ class SoftmaxCrossEntropy final : public Loss {
 
 }  // namespace
 
-std::unique_ptr<Layer> CpuBackend::make_layer(const LayerShape& layer, int max_batch) {
+std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) {
   switch (layer.spec.type) {
     case LayerType::dense:
       return std::make_unique<DenseLayer>(layer);
@@ -314,25 +315,11 @@ std::unique_ptr<Layer> CpuBackend::make_layer(const LayerShape& layer, int max_b
     case LayerType::softmax_cross_entropy:
       break;
   }
-  throw std::invalid_argument("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
+  precondition_violated("the cpu backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
 }
 
-std::unique_ptr<Loss> CpuBackend::make_loss(int classes, int max_batch) {
+std::unique_ptr<Loss> make_loss(int classes, int max_batch) {
   return std::make_unique<SoftmaxCrossEntropy>(classes, max_batch);
 }
 
-Buffer CpuBackend::allocate(std::size_t floats) {
-  return Buffer(new float[floats](), floats, [](float* p) { delete[] p; });
-}
-
-void CpuBackend::upload(std::span<const float> host, float* backend) {
-  if (host.empty()) return;  // memcpy's pointers must be valid even for 0 bytes
-  std::memcpy(backend, host.data(), host.size_bytes());
-}
-
-void CpuBackend::download(const float* backend, std::span<float> host) {
-  if (host.empty()) return;
-  std::memcpy(host.data(), backend, host.size_bytes());
-}
-
-}  // namespace gridtrain::learner
+}  // namespace gridtrain::learner::cpu

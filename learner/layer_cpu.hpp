@@ -1,19 +1,18 @@
 #pragma once
-// The CPU backend: every layer on the host, matrix products through OpenBLAS (learner/gemm.hpp), convolution
-// as im2col + GEMM, one sample at a time so the column buffer stays small (channels·k·k x output pixels).
+// The CPU backend's layers and loss (the Layer and Loss of learner/layer.hpp), on the host: matrix products
+// through OpenBLAS (learner/gemm.hpp), convolution as im2col + GEMM, one sample at a time so that the column
+// buffer stays small (channels·k·k x output pixels).
+
+#include <memory>
 
 #include "learner/layer.hpp"
+#include "learner/model.hpp"
 
-namespace gridtrain::learner {
+namespace gridtrain::learner::cpu {
 
-class CpuBackend final : public Backend {
- public:
-  std::string_view name() const override { return "cpu"; }
-  std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) override;
-  std::unique_ptr<Loss> make_loss(int classes, int max_batch) override;
-  Buffer allocate(std::size_t floats) override;
-  void upload(std::span<const float> host, float* backend) override;
-  void download(const float* backend, std::span<float> host) override;
-};
+// REQUIRES: layer.spec.type is dense, relu, conv2d or maxpool.
+std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch);
 
-}  // namespace gridtrain::learner
+std::unique_ptr<Loss> make_loss(int classes, int max_batch);
+
+}  // namespace gridtrain::learner::cpu

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "learner/layer.hpp"
+#include "learner/backend.hpp"
 #include "learner/model.hpp"
 
 namespace gridtrain::learner {
@@ -22,8 +22,8 @@ class LayerStack {
   Backend& backend() { return backend_; }
   int max_batch() const { return max_batch_; }
 
-  // The parameters the layers read, in the arena's layout, in backend memory. The caller fills them (through
-  // Backend::upload) before forward(); the stack never writes them.
+  // The parameters the layers read, in the arena's layout, in backend memory. The caller fills them before
+  // forward() (Backend::upload, or the backend itself once attached to them); the stack never writes them.
   float* params() { return params_.data(); }
   // What backward() leaves: d(mean loss)/d(params), in the arena's layout, in backend memory.
   const float* grads() const { return grads_.data(); }

@@ -1,26 +1,20 @@
 #include "learner/learner.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cstring>
-#include <mutex>
+#include <exception>
 #include <numeric>
 #include <span>
-#include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include "learner/gemm.hpp"
 #include "learner/init.hpp"
+#include "learner/splitmix64.hpp"
 
 namespace gridtrain::learner {
 
 namespace {
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Fisher-Yates with its own generator: the same order on every platform for one (seed, epoch).
 void shuffle(std::vector<std::uint32_t>& order, std::uint64_t seed, int epoch) {
@@ -37,6 +31,11 @@ Error data_error(std::string message) {
   return Error{.key = "learner.model", .message = std::move(message)};
 }
 
+// What a backend threw (learner/backend.hpp: a device's failure), as the error a learner reports.
+Error backend_error(std::string_view backend, const std::exception& e) {
+  return Error{.key = "learner.device", .message = "the " + std::string(backend) + " backend failed: " + e.what()};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& config, Dataset train) {
@@ -49,13 +48,12 @@ Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& co
   if (!backend.ok()) return backend.error();
   set_blas_threads(config.threads);
   std::unique_ptr<Learner> learner;
-  const bool on_gpu = backend.value().cuda != nullptr;
+  const std::string name(backend.value().backend->name());
   try {
     learner.reset(new Learner(config, std::move(model).value(), std::move(train), std::move(backend).value()));
-  } catch (const std::runtime_error& e) {
-    if (!on_gpu) throw;
+  } catch (const std::exception& e) {
     // Out of device memory, say: the GPU was there but cannot take this model.
-    return Error{.key = "learner.device", .message = std::string("the CUDA backend failed: ") + e.what()};
+    return backend_error(name, e);
   }
   if (auto ok = learner->check(learner->train_); !ok.ok()) return ok.error();
   return learner;
@@ -68,7 +66,6 @@ Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train
       store_(model_.tensors()),
       optimizer_(config.optimizer, config.epochs, model_),
       backend_(std::move(backend.backend)),
-      cuda_(backend.cuda),
       backend_note_(std::move(backend.note)),
       stack_(model_, *backend_, config.batch),
       order_(train_.count),
@@ -76,29 +73,28 @@ Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train
       labels_(static_cast<std::size_t>(config.batch)) {
   steps_per_epoch_ = static_cast<int>((train_.count + config.batch - 1) / config.batch);
   store_.assign(initial_parameters(model_, config.seed));
-  if (cuda_) cuda_->attach(store_, model_, config.optimizer, stack_.params(), stack_.grads(), optimizer_.state());
+  backend_->attach(store_, model_, optimizer_, stack_.params(), stack_.grads());
   start_epoch();
 }
 
-Optimizer& Learner::optimizer() {
-  hand_to_host();
-  return optimizer_;
+template <class Fn>
+Status Learner::on_backend(Fn&& fn) {
+  if (!failed_.ok()) return failed_;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    failed_ = backend_error(backend_->name(), e);
+  }
+  return failed_;
 }
 
-void Learner::synchronize() {
-  if (cuda_ && !reload_) cuda_->flush();
+Status Learner::synchronize() {
+  return on_backend([&] { backend_->flush(); });
 }
 
-void Learner::hand_to_host() {
-  if (!cuda_ || reload_) return;
-  cuda_->flush();
-  cuda_->download_state(optimizer_.state());
-  reload_ = true;
-}
-
-void Learner::reload() {
-  cuda_->load(optimizer_.state());
-  reload_ = false;
+Result<std::span<float>> Learner::optimizer_state() {
+  if (Status handed = on_backend([&] { backend_->hand_to_host(); }); !handed.ok()) return handed.error();
+  return optimizer_.state();
 }
 
 Status Learner::check(const Dataset& data) const {
@@ -125,15 +121,7 @@ void Learner::start_epoch() {
   position_ = 0;
 }
 
-void Learner::snapshot() {
-  float* params = stack_.params();
-  for (std::size_t t = store_.tensor_count(); t-- > 0;) {
-    std::lock_guard<std::mutex> hold(store_.mutex(t));
-    backend_->upload(store_.data(t), params + model_.tensor_offset(t));
-  }
-}
-
-StepResult Learner::step() {
+Result<StepResult> Learner::step() {
   const std::size_t count = train_.count;
   const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
   const std::size_t floats = train_.sample_floats;
@@ -144,25 +132,14 @@ StepResult Learner::step() {
   }
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
 
-  if (!cuda_)
-    snapshot();
-  else if (reload_)
-    reload();
-  const LossResult loss =
-      stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
-  stack_.backward();
-  if (cuda_) {
-    cuda_->update(learning_rate);  // on the device; the store follows through the mirror
-  } else {
-    // The CPU backend's gradients are host memory: the optimizer reads them where they are.
-    const float* grads = stack_.grads();
-    for (std::size_t t = store_.tensor_count(); t-- > 0;) {
-      const std::size_t offset = model_.tensor_offset(t);
-      std::span<const float> grad(grads + offset, model_.tensor_offset(t + 1) - offset);
-      std::lock_guard<std::mutex> hold(store_.mutex(t));
-      optimizer_.apply(t, store_.data(t), grad, learning_rate);
-    }
-  }
+  LossResult loss;
+  const Status ran = on_backend([&] {
+    backend_->prepare();
+    loss = stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+    stack_.backward();
+    backend_->update(learning_rate);
+  });
+  if (!ran.ok()) return ran.error();
 
   position_ += batch;
   samples_.fetch_add(batch, std::memory_order_relaxed);
@@ -171,35 +148,34 @@ StepResult Learner::step() {
     epoch_.fetch_add(1, std::memory_order_relaxed);
     start_epoch();
   }
-  return {loss.loss, static_cast<double>(loss.correct) / batch, batch, learning_rate};
+  return StepResult{loss.loss, static_cast<double>(loss.correct) / batch, batch, learning_rate};
 }
 
-Evaluation Learner::evaluate(const Dataset& data) {
-  assert(check(data).ok());
+Result<Evaluation> Learner::evaluate(const Dataset& data) {
+  if (Status fits = check(data); !fits.ok()) return fits.error();
   Evaluation e;
   e.count = data.count;
   if (data.count == 0) return e;
-  // On CUDA the device holds the model being trained, newer than the store.
-  if (!cuda_)
-    snapshot();
-  else if (reload_)
-    reload();
   double loss = 0;
   std::size_t correct = 0;
   const std::size_t floats = data.sample_floats;
-  for (std::size_t start = 0; start < data.count; start += config_.batch) {
-    const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, data.count - start));
-    const LossResult r = stack_.forward(batch, std::span(data.images).subspan(start * floats, batch * floats),
-                                        std::span(data.labels).subspan(start, batch));
-    loss += r.loss * batch;
-    correct += r.correct;
-  }
+  const Status ran = on_backend([&] {
+    backend_->prepare();
+    for (std::size_t start = 0; start < data.count; start += config_.batch) {
+      const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, data.count - start));
+      const LossResult r = stack_.forward(batch, std::span(data.images).subspan(start * floats, batch * floats),
+                                          std::span(data.labels).subspan(start, batch));
+      loss += r.loss * batch;
+      correct += r.correct;
+    }
+  });
+  if (!ran.ok()) return ran.error();
   e.loss = loss / data.count;
   e.accuracy = static_cast<double>(correct) / data.count;
   return e;
 }
 
-void Learner::restore_progress(std::uint64_t steps) {
+Status Learner::restore_progress(std::uint64_t steps) {
   const std::uint64_t per_epoch = static_cast<std::uint64_t>(steps_per_epoch_);
   const int epoch = static_cast<int>(steps / per_epoch);
   position_ = static_cast<std::size_t>(steps % per_epoch) * config_.batch;
@@ -209,7 +185,7 @@ void Learner::restore_progress(std::uint64_t steps) {
   const std::size_t position = position_;
   start_epoch();
   position_ = position;
-  hand_to_host();
+  return on_backend([&] { backend_->hand_to_host(); });
 }
 
 }  // namespace gridtrain::learner

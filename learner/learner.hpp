@@ -13,31 +13,37 @@
 //      CURRENT values in the store. An elastic update that landed since the snapshot is kept, not overwritten:
 //      the step adds its change to whatever the tensor holds (as async EASGD does; the gradient is at most one
 //      step stale).
-// On the CUDA backend the model and the optimizer state live on the device instead, and steps 1 and 3 happen
-// there; the backend's mirror keeps the store in step with the device, one tensor at a time under the same
-// locks (learner/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches
-// the device a few steps after it landed, but none is lost.
+// Steps 1 and 3 are the backend's (learner/backend.hpp), and the above is the CPU backend's way. On the CUDA
+// backend the model and the optimizer state live on the device instead, and steps 1 and 3 happen there; the
+// backend's mirror keeps the store in step with the device, one tensor at a time under the same locks
+// (learner/cuda/cuda_backend.hpp): the store trails the device by a few steps, and an elastic update reaches the
+// device a few steps after it landed, but none is lost.
 //
 // Minibatches: each epoch visits every sample of the shard once, in an order shuffled from (seed, epoch); the
 // last minibatch of an epoch may be smaller. The order depends only on the seed, the epoch and the shard, so
 // progress is restored from the step count alone (restore_progress).
 //
-// Threads: one thread calls step(), evaluate() and restore_progress(); samples(), steps() and epoch() may be read
-// from any thread.
+// Threads: one thread calls step(), evaluate(), synchronize(), optimizer_state() and restore_progress();
+// samples(), steps() and epoch() may be read from any thread.
+//
+// Errors are values. A failure of the backend (a CUDA call that fails, device memory that runs out) comes back
+// from the call that met it as an Error keyed learner.device, and the learner is then failed for good: every
+// later call that needs the backend returns the same error (what the backend held is lost; the store keeps
+// what it last received). No exception of the backend leaves the Learner.
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
 #include "base/result.hpp"
+#include "learner/backend.hpp"
 #include "learner/backend_factory.hpp"
-#include "learner/cuda_backend.hpp"
 #include "learner/dataset.hpp"
-#include "learner/layer.hpp"
 #include "learner/layer_stack.hpp"
 #include "learner/model.hpp"
 #include "learner/optimizer.hpp"
@@ -62,18 +68,19 @@ class Learner {
  public:
   // Builds the model (learner.model), initialises it from learner.seed, and sets OpenBLAS's thread count to
   // learner.threads when > 0 (process-wide). `train` is this node's shard. Errors: a model whose shapes do not
-  // fit, a shard that is empty or does not match the model's input or classes, device cuda without a GPU.
+  // fit, a shard that is empty or does not match the model's input or classes, device cuda without a GPU, a
+  // backend that fails to set the model up (out of device memory, say).
   static Result<std::unique_ptr<Learner>> create(const config::LearnerConfig& config, Dataset train);
 
   Learner(const Learner&) = delete;
   Learner& operator=(const Learner&) = delete;
 
-  // One minibatch: snapshot, forward, backward, update (see above).
-  StepResult step();
+  // One minibatch: snapshot, forward, backward, update (see above). Errors: the backend failed, now or before.
+  Result<StepResult> step();
 
-  // Loss and accuracy of the current parameters (one snapshot) over `data`.
-  // REQUIRES: check(data) is ok.
-  Evaluation evaluate(const Dataset& data);
+  // Loss and accuracy of the current parameters (one snapshot) over `data`. Errors: check(data)'s, or the
+  // backend failed, now or before.
+  Result<Evaluation> evaluate(const Dataset& data);
 
   // Whether evaluate() can take `data`: its samples fit the model's input, its labels the model's classes.
   Status check(const Dataset& data) const;
@@ -81,19 +88,24 @@ class Learner {
   ParameterStore& params() { return store_; }
   const ParameterStore& params() const { return store_; }
   const Model& model() const { return model_; }
-  // On the CUDA backend the model and the velocity live on the device: this first hands them to the host (the
-  // store is synchronize()d, the velocity copied into optimizer().state()), and the next step or evaluation
-  // loads both back, so that what a restore writes into them lands whole.
-  Optimizer& optimizer();
   const config::LearnerConfig& config() const { return config_; }
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
   const std::string& backend_note() const { return backend_note_; }   // device auto on the CPU: why not CUDA
-  const CudaBackend* cuda_backend() const { return cuda_; }           // null on the CPU; for its mirror's figures
+  // What sharing the model with the store has cost so far. REQUIRES: the learner's thread.
+  StoreTransfers store_transfers() const { return backend_->store_transfers(); }
 
-  // Brings params() up to date with the model being trained: a no-op on the CPU, where the store is that
-  // model; on CUDA, a round trip of the mirror. Call before reading the store for a checkpoint.
-  void synchronize();
+  // Brings params() up to date with the model being trained (Backend::flush): a no-op on the CPU, where the
+  // store is that model; on CUDA, a round trip of the mirror. Call before reading the store for an evaluation
+  // of one's own. Errors: the backend failed, now or before.
+  Status synchronize();
+
+  // The optimizer's state (the velocity, in the arena's layout; empty for sgd), after handing the model being
+  // trained to the host (Backend::hand_to_host): params() and this state are then the truth until the next
+  // step or evaluation, which loads both back, so that what a checkpoint reads from them is the model, and what
+  // a restore writes into them lands whole. Errors: the backend failed, now or before.
+  // The span is valid while the learner is; REQUIRES: used on the learner's thread, before its next step.
+  Result<std::span<float>> optimizer_state();
 
   std::uint64_t samples() const { return samples_.load(std::memory_order_relaxed); }  // trained on, in all
   std::uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }
@@ -104,17 +116,18 @@ class Learner {
   const std::vector<std::uint32_t>& epoch_order() const { return order_; }
 
   // Moves the minibatch order to where it is after `steps` steps from the start (a checkpoint's step count);
-  // parameters and optimizer state are the caller's to restore, after this call (on CUDA, this hands the model
-  // to the host as optimizer() does, and the next step loads what the caller wrote).
-  void restore_progress(std::uint64_t steps);
+  // parameters and optimizer state are the caller's to restore, after this call (which hands the model to the
+  // host as optimizer_state() does, so that the next step loads what the caller wrote). Errors: the backend
+  // failed, now or before (the progress is moved all the same).
+  Status restore_progress(std::uint64_t steps);
 
  private:
   Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend);
 
   void start_epoch();
-  void snapshot();      // the store into the stack's working copy, tensor by tensor under locks
-  void hand_to_host();  // CUDA: the store and optimizer_.state() become the truth until reload()
-  void reload();        // CUDA: the store and the optimizer state onto the device
+  // Runs fn, which calls into the backend; an exception it throws fails the learner (failed_), and is returned.
+  template <class Fn>
+  Status on_backend(Fn&& fn);
 
   config::LearnerConfig config_;
   Model model_;
@@ -122,10 +135,9 @@ class Learner {
   ParameterStore store_;
   Optimizer optimizer_;
   std::unique_ptr<Backend> backend_;
-  CudaBackend* cuda_ = nullptr;  // backend_, when it is the CUDA backend
   std::string backend_note_;
   LayerStack stack_;
-  bool reload_ = false;  // CUDA: the host holds the truth (hand_to_host), for the next step to load
+  Status failed_;  // the backend's failure, once it failed
 
   int steps_per_epoch_ = 0;
   std::vector<std::uint32_t> order_;  // this epoch's sample order

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <stdexcept>
+
+#include "base/check.hpp"
 
 namespace gridtrain::learner {
 
@@ -37,7 +38,7 @@ ParameterStore::ParameterStore(std::vector<TensorSpec> specs) : locks_(new std::
   tensors_.reserve(specs.size());
   for (auto& s : specs) {
     if (std::any_of(s.shape.begin(), s.shape.end(), [](int e) { return e < 1; }))
-      throw std::invalid_argument("tensor '" + s.name + "' has an extent < 1");
+      precondition_violated("tensor '" + s.name + "' has an extent < 1");
     Tensor t{std::move(s.name), std::move(s.shape), offset, 0};
     t.size = TensorSpec{t.name, t.shape}.size();
     offset += t.size;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <span>
 
 namespace gridtrain::learner {
 
@@ -22,33 +23,41 @@ void Trainer::join() {
   if (thread_.joinable()) thread_.join();
 }
 
-learner::CheckpointData Trainer::checkpoint_data(learner::Learner& l) {
-  l.synchronize();
+Result<learner::CheckpointData> Trainer::checkpoint_data(learner::Learner& l) {
+  // First: it hands the model to the host, so that the store read below is the model too.
+  auto state = l.optimizer_state();
+  if (!state) return state.error();
   learner::CheckpointData data;
   data.signature = l.params().signature();
   data.step = l.steps();
   data.epoch = static_cast<std::uint64_t>(l.epoch());
   data.params.resize(l.params().size());
   l.params().fetch(data.params);
-  auto state = l.optimizer().state();
-  data.optimizer_state.assign(state.begin(), state.end());
+  data.optimizer_state.assign(state.value().begin(), state.value().end());
   return data;
 }
 
-void Trainer::restore(learner::Learner& l, const learner::CheckpointData& data) {
-  l.restore_progress(data.step);
+Status Trainer::restore(learner::Learner& l, const learner::CheckpointData& data) {
+  // The progress first: it hands the model to the host, so that what is written below lands whole.
+  if (Status moved = l.restore_progress(data.step); !moved) return moved;
   l.params().assign(data.params);
-  auto state = l.optimizer().state();
-  std::copy_n(data.optimizer_state.begin(), std::min(state.size(), data.optimizer_state.size()), state.begin());
+  auto state = l.optimizer_state();
+  if (!state) return state.error();
+  std::span<float> to = state.value();
+  std::copy_n(data.optimizer_state.begin(), std::min(to.size(), data.optimizer_state.size()), to.begin());
+  return {};
 }
 
-void Trainer::write_checkpoint() {
-  auto status = learner::write_checkpoint(setup_.checkpoint_path, checkpoint_data(*setup_.learner));
+Status Trainer::write_checkpoint() {
+  auto data = checkpoint_data(*setup_.learner);
+  if (!data) return data.error();
+  auto status = learner::write_checkpoint(setup_.checkpoint_path, data.value());
   // A failed write leaves the previous checkpoint intact; training goes on and the next one may succeed.
   if (!status) {
     checkpoint_failures_.fetch_add(1);
     spdlog::error("checkpoint not written: {}", status.error().to_string());
   }
+  return {};
 }
 
 void Trainer::run() {
@@ -66,14 +75,20 @@ void Trainer::run() {
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));
   while (!l.done() && !stop_.load()) {
     int epoch_before = l.epoch();
-    loss_sum += l.step().loss;
+    auto stepped = l.step();
+    if (!stepped) return finish(stepped.error());
+    loss_sum += stepped.value().loss;
     ++loss_steps;
     if (setup_.progress) setup_.progress->samples.store(l.samples(), std::memory_order_relaxed);
     if (every && setup_.on_every_steps && l.steps() % every == 0) setup_.on_every_steps();
-    if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) write_checkpoint();
+    if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) {
+      if (Status written = write_checkpoint(); !written) return finish(written);
+    }
     if (l.epoch() == epoch_before) continue;
 
-    auto eval = l.evaluate(setup_.test);
+    auto evaluated = l.evaluate(setup_.test);
+    if (!evaluated) return finish(evaluated.error());
+    const learner::Evaluation& eval = evaluated.value();
     auto now = clock::now();
     EpochReport r;
     r.epoch = l.epoch();
@@ -100,9 +115,18 @@ void Trainer::run() {
     loss_steps = 0;
   }
   // Stopped mid-epoch, or resumed already done: the final accuracy is the current model's.
-  if (!reported || stop_.load()) final_accuracy_.store(l.evaluate(setup_.test).accuracy);
-  if (ckpt_every && !setup_.checkpoint_path.empty()) write_checkpoint();
-  done_.store(true);
+  if (!reported || stop_.load()) {
+    auto evaluated = l.evaluate(setup_.test);
+    if (!evaluated) return finish(evaluated.error());
+    final_accuracy_.store(evaluated.value().accuracy);
+  }
+  if (ckpt_every && !setup_.checkpoint_path.empty()) return finish(write_checkpoint());
+  finish({});
+}
+
+void Trainer::finish(Status status) {
+  status_ = std::move(status);
+  done_.store(true);  // after status_: a reader that sees done() sees it
 }
 
 }  // namespace gridtrain::learner

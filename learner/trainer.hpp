@@ -10,6 +10,11 @@
 //
 // τ (tau): learner steps per completed elastic update over the epoch, counting the rounds of every dimension
 // (each completed round updates the whole model once). Infinite (printed "inf") when no round completed.
+//
+// When the learner fails (a step, an evaluation or taking a checkpoint's state returns an error), the trainer
+// stops there: status() holds the error and done() turns true, with no final evaluation or checkpoint (the
+// last checkpoint written stays). A checkpoint that cannot be written is not a failure: it is counted
+// (checkpoint_failures) and training goes on.
 
 #include <atomic>
 #include <cstdint>
@@ -40,7 +45,7 @@ struct EpochReport {
 
 struct TrainerSetup {
   std::shared_ptr<learner::Learner> learner;
-  learner::Dataset test;  // REQUIRES: learner->check(test) is ok
+  learner::Dataset test;  // evaluated once per epoch; one that does not fit (learner->check) fails the trainer
   int every_steps = 0;    // allreduce.every_steps
   std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
   std::function<void()> on_every_steps;        // with every_steps > 0: one more round may start; may be empty
@@ -67,15 +72,18 @@ class Trainer {
   double final_accuracy() const { return final_accuracy_.load(); }
   std::uint64_t checkpoint_failures() const { return checkpoint_failures_.load(); }
 
-  // The state a checkpoint holds, taken now from the learner. REQUIRES: called on the training thread, or while
-  // it does not run.
-  static learner::CheckpointData checkpoint_data(learner::Learner& learner);
+  // The state a checkpoint holds, taken now from the learner. Errors: the learner's.
+  // REQUIRES: called on the training thread, or while it does not run.
+  static Result<learner::CheckpointData> checkpoint_data(learner::Learner& learner);
   // Restores a checkpoint's model, optimizer state and progress into a learner that has not started training.
-  static void restore(learner::Learner& learner, const learner::CheckpointData& data);
+  // Errors: the learner's.
+  static Status restore(learner::Learner& learner, const learner::CheckpointData& data);
 
  private:
   void run();
-  void write_checkpoint();
+  // Errors: the learner's (a failed write is counted and logged, not returned).
+  Status write_checkpoint();
+  void finish(Status status);  // status_, then done_
 
   TrainerSetup setup_;
   std::thread thread_;

@@ -128,7 +128,7 @@ else
 fi
 
 step "summary"
-grep -h "samples/s\|mirror:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
+grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
   "$build"/torch_speed256.txt 2>/dev/null | grep -v "^ *epoch"
 grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null

@@ -174,22 +174,6 @@ TEST_CASE("with every_steps n a line runs at most one round per n steps of its m
   }
 }
 
-TEST_CASE("a checkpoint's state restored into a fresh learner continues the same run") {
-  const auto train = synthetic(200, 3);
-  auto c = training_config(0.5, 3);
-  auto a = make_learner(c, train, 0, 1);
-  for (int i = 0; i < 17; ++i) a->step();
-  auto saved = learner::Trainer::checkpoint_data(*a);
-  CHECK(saved.step == 17);
-  auto b = make_learner(c, train, 0, 1);
-  learner::Trainer::restore(*b, saved);
-  CHECK(b->steps() == 17);
-  CHECK(testing::read(b->params()) == testing::read(a->params()));
-  a->step();
-  b->step();
-  CHECK(testing::read(b->params()) == testing::read(a->params()));
-}
-
 TEST_CASE("warm start copies a member's model into the joining node's store, and refuses another model") {
   auto c = training_config(0.3, 1);
   testing::TestCluster cluster(c);

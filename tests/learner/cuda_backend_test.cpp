@@ -3,23 +3,20 @@
 // GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
 // for CUDA runtime version".
 
-#include "learner/cuda_backend.hpp"
-
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "learner/backend_factory.hpp"
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 #include "learner/learner.hpp"
 #include "tests/learner/gradient_check.hpp"
+#include "tests/learner/learner_fixtures.hpp"
 
 namespace {
 
@@ -30,7 +27,6 @@ using gridtrain::config::LearnerConfig;
 using gridtrain::learner::Backend;
 using gridtrain::learner::Buffer;
 using gridtrain::learner::CpuBackend;
-using gridtrain::learner::CudaBackend;
 using gridtrain::learner::Dataset;
 using gridtrain::learner::LayerGrads;
 using gridtrain::learner::LayerParams;
@@ -40,7 +36,7 @@ using gridtrain::learner::Model;
 using namespace gridtrain::learner::testing;
 
 // The CUDA backend, or null after saying why the case is skipped.
-std::unique_ptr<CudaBackend> cuda_or_skip() {
+std::unique_ptr<Backend> cuda_or_skip() {
   std::string why;
   auto cuda = gridtrain::learner::make_cuda_backend(why);
   if (!cuda) MESSAGE("skipped: " << why);
@@ -50,13 +46,6 @@ std::unique_ptr<CudaBackend> cuda_or_skip() {
 bool have_gpu() {
   std::string why;
   return gridtrain::learner::make_cuda_backend(why) != nullptr;
-}
-
-std::vector<float> normal(std::mt19937_64& rng, std::size_t n, double std = 1.0) {
-  std::normal_distribution<double> d(0.0, std);
-  std::vector<float> out(n);
-  for (float& v : out) v = static_cast<float>(d(rng));
-  return out;
 }
 
 // max |a - b| over max |b|: the error relative to the tensor's scale (an entry near 0 is a sum that cancelled,
@@ -124,25 +113,6 @@ void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& s
   CHECK(relative_error(got.db, want.db) <= 1e-4);
 }
 
-Dataset images(std::size_t count, int side, int classes, std::uint64_t seed) {
-  // Each class a faint bar in its own row band, under noise: the CNN's loss falls from about 1.8 to 0.05 in 48
-  // steps on the CPU, and its training accuracy passes 0.99 by 200.
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> noise(0.0f, 0.6f);
-  Dataset d;
-  d.count = count;
-  d.sample_shape = {1, side, side};
-  d.sample_floats = std::size_t(side) * side;
-  d.classes = classes;
-  for (std::size_t i = 0; i < count; ++i) {
-    const int label = static_cast<int>(rng() % classes);
-    d.labels.push_back(label);
-    for (int r = 0; r < side; ++r)
-      for (int c = 0; c < side; ++c) d.images.push_back((r * classes / side == label ? 0.5f : 0.0f) + noise(rng));
-  }
-  return d;
-}
-
 LearnerConfig cnn_config(Device device, int side = 12, int classes = 4) {
   LearnerConfig c = gridtrain::config::defaults().learner;
   c.device = device;
@@ -166,19 +136,6 @@ LearnerConfig cnn_config(Device device, int side = 12, int classes = 4) {
   c.optimizer.momentum = 0.9;
   c.optimizer.weight_decay = 1e-4;
   return c;
-}
-
-std::unique_ptr<Learner> must_create(const LearnerConfig& c, Dataset d) {
-  auto r = Learner::create(c, std::move(d));
-  if (!r.ok()) FAIL(r.error().to_string());  // not REQUIRE_MESSAGE: -s would print error() of an ok Result
-  return std::move(r).value();
-}
-
-std::vector<float> arena(Learner& l) {
-  l.synchronize();
-  std::vector<float> out(l.params().size());
-  l.params().fetch(out);
-  return out;
 }
 
 }  // namespace
@@ -208,7 +165,7 @@ TEST_CASE("learner.device auto without a usable GPU trains on the CPU backend an
     CHECK_FALSE(learner->backend_note().empty());
     MESSAGE("device auto chose the CPU: " << learner->backend_note());
   }
-  CHECK(std::isfinite(learner->step().loss));
+  CHECK(std::isfinite(must_step(*learner).loss));
 }
 
 TEST_CASE("learner.device cpu never loads the CUDA backend") {
@@ -270,11 +227,6 @@ TEST_CASE("the CUDA loss equals the CPU loss, its correct count and its gradient
 TEST_CASE("CUDA gradients match finite differences, layer by layer and through a whole CNN") {
   auto cuda = cuda_or_skip();
   if (!cuda) return;
-  auto require_close = [](const GradientReport& r) {
-    INFO("worst at " << r.where << " (" << r.checked << " entries checked)");
-    CHECK(r.checked > 0);
-    CHECK(r.worst <= 1.0);
-  };
   constexpr double eps = 1e-2, atol = 2e-4, rtol = 2e-3;
   require_close(
       check_layer(*cuda, layer_shape({7}, {.type = LayerType::dense, .units = 4}), 3, 1, "normal", eps, atol, rtol));
@@ -304,7 +256,7 @@ TEST_CASE("a CNN trained on the CUDA backend follows the CPU backend's losses st
   REQUIRE(gpu->backend_name() == "cuda");
   double first = 0, last = 0;
   for (int s = 0; s < 48; ++s) {
-    const double want = cpu->step().loss, got = gpu->step().loss;
+    const double want = must_step(*cpu).loss, got = must_step(*gpu).loss;
     CAPTURE(s);
     CHECK(got == doctest::Approx(want).epsilon(2e-3));  // float sums in other orders drift, slowly
     if (s == 0) first = got;
@@ -313,21 +265,21 @@ TEST_CASE("a CNN trained on the CUDA backend follows the CPU backend's losses st
   CHECK(last < first / 2);
   const auto a = arena(*cpu), b = arena(*gpu);
   CHECK(relative_error(b, a) <= 1e-2);
-  CHECK(gpu->evaluate(gpu->train_set()).accuracy ==
-        doctest::Approx(cpu->evaluate(cpu->train_set()).accuracy).epsilon(0.02));
+  CHECK(must_evaluate(*gpu, gpu->train_set()).accuracy ==
+        doctest::Approx(must_evaluate(*cpu, cpu->train_set()).accuracy).epsilon(0.02));
 }
 
 TEST_CASE("on CUDA, the store follows the device, and a write into the store reaches the device") {
   if (!cuda_or_skip()) return;
   auto gpu = must_create(cnn_config(Device::cuda), images(128, 12, 4, 8));
-  for (int s = 0; s < 10; ++s) gpu->step();
+  for (int s = 0; s < 10; ++s) must_step(*gpu);
   const auto trained = arena(*gpu);  // synchronize()d: the device's model
 
   // A CPU learner given the store evaluates as the device does: the store holds the device's model.
   auto cpu = must_create(cnn_config(Device::cpu), images(128, 12, 4, 8));
   cpu->params().assign(trained);
   const Dataset test = images(64, 12, 4, 9);
-  CHECK(gpu->evaluate(test).loss == doctest::Approx(cpu->evaluate(test).loss).epsilon(1e-4));
+  CHECK(must_evaluate(*gpu, test).loss == doctest::Approx(must_evaluate(*cpu, test).loss).epsilon(1e-4));
 
   // An "elastic update" written into the store, as the allreduce writes it, reaches the device's model.
   gpu->params().update_each([](std::size_t, std::span<float> t) {
@@ -337,50 +289,25 @@ TEST_CASE("on CUDA, the store follows the device, and a write into the store rea
   for (std::size_t i = 0; i < halved.size(); ++i)
     REQUIRE(halved[i] == doctest::Approx(0.5f * trained[i]).epsilon(1e-5));
   cpu->params().assign(halved);
-  CHECK(gpu->evaluate(test).loss == doctest::Approx(cpu->evaluate(test).loss).epsilon(1e-4));
+  CHECK(must_evaluate(*gpu, test).loss == doctest::Approx(must_evaluate(*cpu, test).loss).epsilon(1e-4));
 }
 
+// The body is the one every backend runs (learner_fixtures.hpp); the CPU's run is in learner_test.cpp.
 TEST_CASE("on CUDA, elastic updates beside step() keep the model whole and training, and the mirror runs") {
   if (!cuda_or_skip()) return;
   auto learner = must_create(cnn_config(Device::cuda), images(256, 12, 4, 10));
-  const std::vector<float> centre = arena(*learner);
-  std::atomic<bool> stop{false};
-  std::atomic<int> updates{0};
-  std::thread allreduce([&] {
-    auto& store = learner->params();
-    std::vector<float> fetched(store.size());
-    std::uint64_t seen = 0;
-    while (!stop.load()) {
-      // One update per learner step, as the CPU learner's test does: more would pin the model to the centre.
-      if (learner->steps() == seen) {
-        std::this_thread::yield();
-        continue;
-      }
-      seen = learner->steps();
-      store.fetch(fetched);
-      store.update_each([&](std::size_t offset, std::span<float> t) {
-        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.98f * t[i] + 0.02f * centre[offset + i];
-      });
-      ++updates;
-    }
-  });
-  for (int s = 0; s < 200 || updates.load() < 20; ++s) learner->step();
-  stop = true;
-  allreduce.join();
-  const auto params = arena(*learner);
-  CHECK(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
-  CHECK(learner->evaluate(learner->train_set()).accuracy > 0.9);
+  check_elastic_updates_beside_steps(*learner, 200);
 }
 
 TEST_CASE("on CUDA, restoring the step count, the parameters and the velocity resumes training exactly") {
   if (!cuda_or_skip()) return;
   auto a = must_create(cnn_config(Device::cuda), images(40, 12, 4, 11));
-  for (int s = 0; s < 7; ++s) a->step();
+  for (int s = 0; s < 7; ++s) must_step(*a);
   auto b = must_create(cnn_config(Device::cuda), images(40, 12, 4, 11));
-  b->restore_progress(7);
+  REQUIRE(b->restore_progress(7).ok());
   b->params().assign(arena(*a));
-  const auto state = a->optimizer().state();
-  std::copy(state.begin(), state.end(), b->optimizer().state().begin());
-  for (int s = 0; s < 4; ++s) CHECK(a->step().loss == doctest::Approx(b->step().loss).epsilon(1e-6));
+  const auto state = must_optimizer_state(*a);
+  std::copy(state.begin(), state.end(), must_optimizer_state(*b).begin());
+  for (int s = 0; s < 4; ++s) CHECK(must_step(*a).loss == doctest::Approx(must_step(*b).loss).epsilon(1e-6));
   CHECK(relative_error(arena(*b), arena(*a)) <= 1e-6);
 }

@@ -120,7 +120,8 @@ TEST_CASE("images and labels of different counts are refused, naming both files"
   auto r = load_dataset(ip, lp, false);
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().source == lp);
-  CHECK(r.error().message == "holds 5 labels, but the images file " + ip + " holds 6 images: expected one label per image");
+  CHECK(r.error().message ==
+        "holds 5 labels, but the images file " + ip + " holds 6 images: expected one label per image");
 }
 
 TEST_CASE("a dataset of no samples, or of empty samples, is refused") {

@@ -30,13 +30,6 @@ struct Compare {
   }
 };
 
-std::vector<float> normal(std::mt19937_64& rng, std::size_t n, double std = 1.0) {
-  std::normal_distribution<double> d(0.0, std);
-  std::vector<float> out(n);
-  for (float& v : out) v = static_cast<float>(d(rng));
-  return out;
-}
-
 std::vector<float> draw_x(std::mt19937_64& rng, std::size_t n, const std::string& how) {
   if (how == "away_from_zero") {
     std::uniform_real_distribution<double> mag(0.1, 1.0);
@@ -75,6 +68,19 @@ struct Mirror {
 };
 
 }  // namespace
+
+void require_close(const GradientReport& r) {
+  INFO("worst at " << r.where << " (" << r.checked << " entries checked)");
+  CHECK(r.checked > 0);
+  CHECK(r.worst <= 1.0);
+}
+
+std::vector<float> normal(std::mt19937_64& rng, std::size_t n, double std) {
+  std::normal_distribution<double> d(0.0, std);
+  std::vector<float> out(n);
+  for (float& v : out) v = static_cast<float>(d(rng));
+  return out;
+}
 
 LayerShape layer_shape(const std::vector<int>& input, const config::LayerSpec& layer) {
   config::ModelConfig mc;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "learner/layer.hpp"
+#include "learner/backend.hpp"
 #include "learner/model.hpp"
 
 namespace gridtrain::learner::testing {
@@ -23,6 +23,12 @@ struct GradientReport {
   std::string where;  // the entry that was worst, e.g. "dx[12]" or "dW[3]"
   std::size_t checked = 0;
 };
+
+// Checks that the report passed (some entries checked, the worst within tolerance), saying where it did not.
+void require_close(const GradientReport& report);
+
+// `n` draws from N(0, std²), as floats.
+std::vector<float> normal(std::mt19937_64& rng, std::size_t n, double std = 1.0);
 
 // Draws x, weight and bias, then checks backward() against central differences (step eps) of
 // f = Σ r ⊙ layer(x) for a random r: dx for every input, dW and db for every parameter. `x_values` picks how x

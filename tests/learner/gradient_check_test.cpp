@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 
 namespace {
 
@@ -16,12 +16,6 @@ using gridtrain::config::LayerType;
 using gridtrain::learner::CpuBackend;
 using gridtrain::learner::Model;
 using namespace gridtrain::learner::testing;
-
-void require_close(const GradientReport& r) {
-  INFO("worst at " << r.where << " (" << r.checked << " entries checked)");
-  CHECK(r.checked > 0);
-  CHECK(r.worst <= 1.0);
-}
 
 // Linear layers are checked tightly: their central difference is exact but for float rounding.
 constexpr double eps = 1e-2, abs_tol = 2e-4, rel_tol = 2e-3;

@@ -1,6 +1,6 @@
 // The CPU backend's layers on hand-computed cases, and the gemm() wrapper under them.
 
-#include "learner/layer_cpu.hpp"
+#include "learner/cpu_backend.hpp"
 
 #include <doctest/doctest.h>
 
@@ -9,6 +9,7 @@
 
 #include "learner/gemm.hpp"
 #include "learner/layer_stack.hpp"
+#include "tests/base/run_in_child.hpp"
 #include "tests/learner/gradient_check.hpp"
 
 namespace {
@@ -25,6 +26,7 @@ using gridtrain::learner::LayerParams;
 using gridtrain::learner::LayerStack;
 using gridtrain::learner::Model;
 using gridtrain::learner::testing::layer_shape;
+using gridtrain::testing::run_in_child;
 
 }  // namespace
 
@@ -63,6 +65,13 @@ TEST_CASE("a GemmRecorder sees every product on its thread, and its flops") {
   }
   GemmRecorder again;  // the first one let go
   CHECK(again.shapes().empty());
+}
+
+TEST_CASE("a layer type the CPU backend does not make is a violated precondition: it aborts, naming the type") {
+  const auto flatten = layer_shape({4}, {.type = LayerType::flatten});
+  const auto end = run_in_child([&] { CpuBackend().make_layer(flatten, 1); });
+  CHECK(end.aborted);
+  CHECK(end.stderr_text == "gridtrain: precondition violated: the cpu backend makes no flatten layer\n");
 }
 
 TEST_CASE("dense computes x·Wᵀ + b") {

@@ -9,6 +9,7 @@
 #include "config/config.hpp"
 #include "learner/init.hpp"
 #include "learner/parameter_store.hpp"
+#include "learner/reference_cnn.hpp"
 
 namespace {
 
@@ -17,29 +18,13 @@ using gridtrain::config::LayerType;
 using gridtrain::config::ModelConfig;
 using gridtrain::learner::Model;
 using gridtrain::learner::ParameterStore;
+using gridtrain::learner::reference_cnn;
 using gridtrain::learner::Shape;
 
 Model must_build(const ModelConfig& mc) {
   auto m = Model::build(mc);
   REQUIRE_MESSAGE(m.ok(), m.error().to_string());
   return m.value();
-}
-
-ModelConfig cnn() {
-  ModelConfig mc;
-  mc.input = {1, 28, 28};
-  mc.layers = {{.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2},
-               {.type = LayerType::relu},
-               {.type = LayerType::maxpool, .stride = 2, .size = 2},
-               {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2},
-               {.type = LayerType::relu},
-               {.type = LayerType::maxpool, .stride = 2, .size = 2},
-               {.type = LayerType::flatten},
-               {.type = LayerType::dense, .units = 1024},
-               {.type = LayerType::relu},
-               {.type = LayerType::dense, .units = 10},
-               {.type = LayerType::softmax_cross_entropy}};
-  return mc;
 }
 
 // The error's key and message, or a failed check.
@@ -76,7 +61,7 @@ TEST_CASE("the default MLP takes an image input and lays out weight then bias pe
 }
 
 TEST_CASE("the model's tensor offsets are the ParameterStore's") {
-  const Model m = must_build(cnn());
+  const Model m = must_build(reference_cnn());
   ParameterStore store(m.tensors());
   REQUIRE(store.tensor_count() == m.tensors().size());
   for (std::size_t t = 0; t < store.tensor_count(); ++t) CHECK(store.tensor(t).offset == m.tensor_offset(t));
@@ -84,7 +69,7 @@ TEST_CASE("the model's tensor offsets are the ParameterStore's") {
 }
 
 TEST_CASE("the CNN's shapes: same-padded convolutions, halving pools, then flat") {
-  const Model m = must_build(cnn());
+  const Model m = must_build(reference_cnn());
   const auto& l = m.layers();
   CHECK(l[0].output == Shape{32, 28, 28});
   CHECK(l[2].output == Shape{32, 14, 14});
@@ -210,7 +195,7 @@ TEST_CASE("initialisation is deterministic in the seed") {
 }
 
 TEST_CASE("weights feeding a relu get He's std, others Xavier's; biases start at 0") {
-  const Model m = must_build(cnn());
+  const Model m = must_build(reference_cnn());
   const auto p = gridtrain::learner::initial_parameters(m, 3);
   auto tensor = [&](std::size_t t) {
     return std::span<const float>(p).subspan(m.tensor_offset(t), m.tensor_offset(t + 1) - m.tensor_offset(t));

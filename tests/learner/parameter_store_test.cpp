@@ -5,8 +5,11 @@
 #include <atomic>
 #include <thread>
 
+#include "tests/base/run_in_child.hpp"
+
 using gridtrain::learner::ParameterStore;
 using gridtrain::learner::TensorSpec;
+using gridtrain::testing::run_in_child;
 
 namespace {
 
@@ -44,8 +47,10 @@ TEST_CASE("the signature tells models apart by names and shapes, and is stable")
   CHECK(ParameterStore(fewer).signature() != a.signature());
 }
 
-TEST_CASE("a zero extent is refused") {
-  CHECK_THROWS_AS(ParameterStore({{"w", {3, 0}}}), std::invalid_argument);
+TEST_CASE("a zero extent is a violated precondition: it aborts, naming the tensor") {
+  const auto end = run_in_child([] { ParameterStore({{"w", {3, 0}}}); });
+  CHECK(end.aborted);
+  CHECK(end.stderr_text == "gridtrain: precondition violated: tensor 'w' has an extent < 1\n");
 }
 
 TEST_CASE("fetch and assign copy the whole arena tensor by tensor") {

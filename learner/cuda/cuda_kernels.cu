@@ -1,4 +1,4 @@
-#include "learner/cuda_kernels.hpp"
+#include "learner/cuda/cuda_kernels.hpp"
 
 #include <cuda_runtime.h>
 

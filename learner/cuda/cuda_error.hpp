@@ -1,6 +1,8 @@
 #pragma once
 // Every CUDA, cuBLAS and cuDNN call of the CUDA backend is checked: a failure throws a CudaError that names the
-// call and gives the library's own words for what went wrong. Only the module's code includes this header.
+// call and gives the library's own words for what went wrong. The exception unwinds the sequence of calls under
+// way, out through the Backend interface, to the Learner, which returns it as an Error (learner/backend.hpp):
+// none goes further. Only the module's code includes this header.
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

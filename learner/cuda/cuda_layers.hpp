@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "learner/cuda_context.hpp"
+#include "learner/cuda/cuda_context.hpp"
 #include "learner/layer.hpp"
 #include "learner/model.hpp"
 

@@ -1,28 +1,32 @@
-// The CUDA backend module: CudaBackend (learner/cuda_backend.hpp) on one device, and the module's entry point.
+// The CUDA backend module: CudaBackend (learner/cuda/cuda_backend.hpp) on one device, and the module's entry
+// point.
 
-#include "learner/cuda_backend.hpp"
+#include "learner/cuda/cuda_backend.hpp"
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdint>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "learner/cuda_context.hpp"
-#include "learner/cuda_kernels.hpp"
-#include "learner/cuda_layers.hpp"
+#include "learner/cuda/cuda_context.hpp"
+#include "learner/cuda/cuda_kernels.hpp"
+#include "learner/cuda/cuda_layers.hpp"
+#include "learner/optimizer.hpp"
+#include "learner/parameter_store.hpp"
 
 namespace gridtrain::learner::cuda {
 
 namespace {
 
-// What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda_backend.hpp).
-class CudaBackendImpl final : public CudaBackend {
+// What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda/cuda_backend.hpp).
+class CudaBackend final : public Backend {
  public:
-  explicit CudaBackendImpl(int device) : ctx_(device) {}
-  ~CudaBackendImpl() override;
+  explicit CudaBackend(int device) : ctx_(device) {}
+  ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
   std::unique_ptr<Layer> make_layer(const LayerShape& layer, int max_batch) override {
@@ -41,17 +45,25 @@ class CudaBackendImpl final : public CudaBackend {
     ctx_.download(backend, host.data(), host.size_bytes());
   }
 
-  void attach(ParameterStore& store, const Model& model, const config::OptimizerConfig& optimizer, float* params,
-              const float* grads, std::span<const float> optimizer_state) override;
-  void load(std::span<const float> optimizer_state) override;
+  void attach(ParameterStore& store, const Model& model, Optimizer& optimizer, float* params,
+              const float* grads) override;
+  void prepare() override;
   void update(double learning_rate) override;
   void flush() override;
-  void download_state(std::span<float> optimizer_state) override;
-  std::size_t mirror_bytes() const override { return mirror_bytes_.load(std::memory_order_relaxed); }
-  std::size_t mirror_cycles() const override { return mirror_cycles_.load(std::memory_order_relaxed); }
+  void hand_to_host() override;
+  StoreTransfers store_transfers() const override {
+    return {passes_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed)};
+  }
 
  private:
   enum class Mirror { idle, requested, running };
+
+  // Makes the device model equal to the store (each tensor read under its lock) and the velocity equal to
+  // `optimizer_state` (empty for sgd), dropping any elastic change in flight: what the store holds is taken as
+  // the whole truth (a restored checkpoint, a warm start). REQUIRES: no step in flight.
+  void load(std::span<const float> optimizer_state);
+  // The velocity, device to host (empty for sgd). REQUIRES: state.size() as the optimizer's.
+  void download_state(std::span<float> optimizer_state);
 
   void publish();                                      // REQUIRES: mutex_ held, mirror_ idle
   void wait_idle(std::unique_lock<std::mutex>& lock);  // and rethrows the mirror's error
@@ -65,6 +77,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::vector<std::size_t> offsets_;  // tensor t is [offsets_[t], offsets_[t + 1]) of the arena
   std::size_t floats_ = 0;
   config::OptimizerConfig optimizer_;
+  Optimizer* optimizer_state_ = nullptr;  // its state(): the velocity while the host holds the truth
   float* params_ = nullptr;
   const float* grads_ = nullptr;
   DeviceArray<float> velocity_;   // momentum only
@@ -72,6 +85,7 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceArray<float> base_;       // the store as the last cycle left it
   DeviceArray<float> delta_;      // the elastic change the last cycle found, not yet added to params_
   void* pinned_ = nullptr;        // the store's arena, while registered with CUDA
+  bool host_truth_ = false;       // hand_to_host() ran: the store and the host's velocity are the model
 
   // The mirror's thread and stream. The learner's thread publishes only while the mirror is idle, and the
   // mirror's cycle touches published_, base_ and delta_ only between a publish and going idle again.
@@ -86,11 +100,11 @@ class CudaBackendImpl final : public CudaBackend {
   bool delta_ready_ = false;
   bool stop_ = false;
   std::exception_ptr error_;
-  std::atomic<std::size_t> mirror_bytes_{0};
-  std::atomic<std::size_t> mirror_cycles_{0};
+  std::atomic<std::uint64_t> passes_{0};  // loads and mirror cycles
+  std::atomic<std::uint64_t> bytes_{0};
 };
 
-CudaBackendImpl::~CudaBackendImpl() {
+CudaBackend::~CudaBackend() {
   if (thread_.joinable()) {
     {
       std::lock_guard<std::mutex> hold(mutex_);
@@ -107,12 +121,13 @@ CudaBackendImpl::~CudaBackendImpl() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void CudaBackendImpl::attach(ParameterStore& store, const Model& model, const config::OptimizerConfig& optimizer,
-                             float* params, const float* grads, std::span<const float> optimizer_state) {
+void CudaBackend::attach(ParameterStore& store, const Model& model, Optimizer& optimizer, float* params,
+                         const float* grads) {
   store_ = &store;
   for (std::size_t t = 0; t <= model.tensors().size(); ++t) offsets_.push_back(model.tensor_offset(t));
   floats_ = offsets_.back();
-  optimizer_ = optimizer;
+  optimizer_ = optimizer.config();
+  optimizer_state_ = &optimizer;
   params_ = params;
   grads_ = grads;
   if (optimizer_.kind == config::OptimizerKind::momentum) velocity_ = device_array<float>(floats_, ctx_.compute());
@@ -133,16 +148,16 @@ void CudaBackendImpl::attach(ParameterStore& store, const Model& model, const co
   CUDA_CHECK(cudaEventCreateWithFlags(&merged_event_, cudaEventDisableTiming));
   // The mirror waits for each tensor asleep, not spinning: its thread shares the host with the learner's.
   CUDA_CHECK(cudaEventCreateWithFlags(&tensor_done_, cudaEventDisableTiming | cudaEventBlockingSync));
-  load(optimizer_state);
+  load(optimizer.state());
   thread_ = std::thread([this] { mirror_loop(); });
 }
 
-void CudaBackendImpl::wait_idle(std::unique_lock<std::mutex>& lock) {
+void CudaBackend::wait_idle(std::unique_lock<std::mutex>& lock) {
   changed_.wait(lock, [&] { return mirror_ == Mirror::idle; });
   if (error_) std::rethrow_exception(error_);
 }
 
-void CudaBackendImpl::load(std::span<const float> optimizer_state) {
+void CudaBackend::load(std::span<const float> optimizer_state) {
   std::unique_lock<std::mutex> lock(mutex_);
   wait_idle(lock);
   delta_ready_ = false;  // the store already holds it
@@ -152,7 +167,9 @@ void CudaBackendImpl::load(std::span<const float> optimizer_state) {
     CUDA_CHECK(
         cudaMemcpyAsync(params_ + offsets_[t], host.data(), host.size_bytes(), cudaMemcpyHostToDevice, ctx_.compute()));
     ctx_.synchronize();  // the copy reads the store: done before the lock goes
+    bytes_.fetch_add(host.size_bytes(), std::memory_order_relaxed);
   }
+  passes_.fetch_add(1, std::memory_order_relaxed);
   const std::size_t bytes = floats_ * sizeof(float);
   CUDA_CHECK(cudaMemcpyAsync(base_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
   CUDA_CHECK(cudaMemcpyAsync(published_.get(), params_, bytes, cudaMemcpyDeviceToDevice, ctx_.compute()));
@@ -161,7 +178,7 @@ void CudaBackendImpl::load(std::span<const float> optimizer_state) {
   ctx_.synchronize();
 }
 
-void CudaBackendImpl::publish() {
+void CudaBackend::publish() {
   if (delta_ready_) CUDA_CHECK(cudaStreamWaitEvent(ctx_.compute(), merged_event_, 0));
   CUDA_CHECK(mirror_publish(floats_, params_, delta_ready_ ? delta_.get() : nullptr, published_.get(), ctx_.compute()));
   CUDA_CHECK(cudaEventRecord(published_event_, ctx_.compute()));
@@ -170,7 +187,7 @@ void CudaBackendImpl::publish() {
   changed_.notify_all();
 }
 
-void CudaBackendImpl::update(double learning_rate) {
+void CudaBackend::update(double learning_rate) {
   CUDA_CHECK(optimizer_step(floats_, params_, grads_, velocity_ ? velocity_.get() : nullptr,
                             static_cast<float>(optimizer_.momentum), static_cast<float>(learning_rate),
                             static_cast<float>(optimizer_.weight_decay), ctx_.compute()));
@@ -179,7 +196,14 @@ void CudaBackendImpl::update(double learning_rate) {
   if (mirror_ == Mirror::idle) publish();
 }
 
-void CudaBackendImpl::flush() {
+void CudaBackend::prepare() {
+  if (!host_truth_) return;  // the device holds the model being trained
+  load(optimizer_state_->state());
+  host_truth_ = false;
+}
+
+void CudaBackend::flush() {
+  if (host_truth_) return;  // the store already is the model
   std::unique_lock<std::mutex> lock(mutex_);
   wait_idle(lock);
   publish();
@@ -191,11 +215,18 @@ void CudaBackendImpl::flush() {
   ctx_.synchronize();
 }
 
-void CudaBackendImpl::download_state(std::span<float> optimizer_state) {
+void CudaBackend::hand_to_host() {
+  if (host_truth_) return;
+  flush();
+  download_state(optimizer_state_->state());
+  host_truth_ = true;
+}
+
+void CudaBackend::download_state(std::span<float> optimizer_state) {
   if (velocity_) ctx_.download(velocity_.get(), optimizer_state.data(), optimizer_state.size_bytes());
 }
 
-void CudaBackendImpl::mirror_loop() {
+void CudaBackend::mirror_loop() {
   // The runtime's current device is per thread.
   cudaError_t status = cudaSetDevice(ctx_.device());
   std::unique_lock<std::mutex> lock(mutex_);
@@ -219,7 +250,7 @@ void CudaBackendImpl::mirror_loop() {
   }
 }
 
-void CudaBackendImpl::cycle() {
+void CudaBackend::cycle() {
   CUDA_CHECK(cudaStreamWaitEvent(stream_, published_event_, 0));
   for (std::size_t t = store_->tensor_count(); t-- > 0;) {
     const std::size_t offset = offsets_[t], n = offsets_[t + 1] - offsets_[t];
@@ -230,10 +261,10 @@ void CudaBackendImpl::cycle() {
     CUDA_CHECK(cudaMemcpyAsync(host, published_.get() + offset, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     CUDA_CHECK(cudaEventRecord(tensor_done_, stream_));
     CUDA_CHECK(cudaEventSynchronize(tensor_done_));  // the copy writes the store: done before the lock goes
-    mirror_bytes_.fetch_add(2 * n * sizeof(float), std::memory_order_relaxed);
+    bytes_.fetch_add(2 * n * sizeof(float), std::memory_order_relaxed);
   }
   CUDA_CHECK(cudaEventRecord(merged_event_, stream_));
-  mirror_cycles_.fetch_add(1, std::memory_order_relaxed);
+  passes_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void write(char* out, std::size_t size, const std::string& text) {
@@ -244,7 +275,7 @@ void write(char* out, std::size_t size, const std::string& text) {
 
 }  // namespace gridtrain::learner::cuda
 
-extern "C" __attribute__((visibility("default"))) gridtrain::learner::CudaBackend* gridtrain_cuda_create(
+extern "C" __attribute__((visibility("default"))) gridtrain::learner::Backend* gridtrain_cuda_create(
     int abi, char* error, std::size_t error_size) {
   using gridtrain::learner::cuda::write;
   if (abi != gridtrain::learner::cuda_backend_abi) {
@@ -263,7 +294,7 @@ extern "C" __attribute__((visibility("default"))) gridtrain::learner::CudaBacken
     return nullptr;
   }
   try {
-    return new gridtrain::learner::cuda::CudaBackendImpl(0);
+    return new gridtrain::learner::cuda::CudaBackend(0);
   } catch (const std::exception& e) {
     write(error, error_size, std::string("the CUDA backend could not start: ") + e.what());
     return nullptr;

@@ -1,4 +1,4 @@
-#include "learner/cuda_context.hpp"
+#include "learner/cuda/cuda_context.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,12 +1,12 @@
-#include "learner/cuda_layers.hpp"
+#include "learner/cuda/cuda_layers.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <stdexcept>
 #include <string>
 
-#include "learner/cuda_kernels.hpp"
+#include "base/check.hpp"
+#include "learner/cuda/cuda_kernels.hpp"
 
 namespace gridtrain::learner::cuda {
 
@@ -325,8 +325,7 @@ std::unique_ptr<Layer> make_layer(CudaContext& context, const LayerShape& layer,
     case LayerType::softmax_cross_entropy:
       break;
   }
-  throw std::invalid_argument("the cuda backend makes no " + std::string(config::to_string(layer.spec.type)) +
-                              " layer");
+  precondition_violated("the cuda backend makes no " + std::string(config::to_string(layer.spec.type)) + " layer");
 }
 
 std::unique_ptr<Loss> make_loss(CudaContext& context, int classes, int max_batch) {

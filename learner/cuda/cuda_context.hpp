@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "learner/cuda_error.hpp"
+#include "learner/cuda/cuda_error.hpp"
 
 namespace gridtrain::learner::cuda {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The CUDA backend's own kernels (learner/cuda_kernels.cu): what cuBLAS and cuDNN do not do for it. Each
+// The CUDA backend's own kernels (learner/cuda/cuda_kernels.cu): what cuBLAS and cuDNN do not do for it. Each
 // launcher queues its kernel on `stream` and returns the launch's error (cudaSuccess when it was queued).
 //
 // The arithmetic mirrors the CPU backend (learner/layer_cpu.cpp) and the optimizer (learner/optimizer.cpp)
@@ -46,7 +46,7 @@ cudaError_t softmax_cross_entropy_grad(int batch, int classes, const float* prob
 cudaError_t optimizer_step(std::size_t n, float* weights, const float* grads, float* velocity, float momentum,
                            float learning_rate, float weight_decay, cudaStream_t stream);
 
-// The mirror's merge of one tensor (learner/cuda_backend.hpp): `host` holds the store's values, just copied in;
+// The mirror's merge of one tensor (learner/cuda/cuda_backend.hpp): `host` holds the store's values, just copied in;
 // the elastic change since the last merge, d = host - base, becomes `host` (the pending delta), and
 // published += d, base = published (what goes back to the store).
 cudaError_t mirror_merge(std::size_t n, float* host, float* base, float* published, cudaStream_t stream);

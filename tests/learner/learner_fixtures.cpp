@@ -1,0 +1,136 @@
+#include "tests/learner/learner_fixtures.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <thread>
+
+namespace gridtrain::learner::testing {
+
+using config::LayerType;
+
+Dataset blobs(std::size_t count, int dims, int classes, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.5f);
+  Dataset d;
+  d.count = count;
+  d.sample_shape = {dims};
+  d.sample_floats = static_cast<std::size_t>(dims);
+  d.classes = classes;
+  for (std::size_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % classes);
+    d.labels.push_back(label);
+    for (int j = 0; j < dims; ++j) d.images.push_back((j == label ? 3.0f : 0.0f) + noise(rng));
+  }
+  return d;
+}
+
+Dataset images(std::size_t count, int side, int classes, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> noise(0.0f, 0.6f);
+  Dataset d;
+  d.count = count;
+  d.sample_shape = {1, side, side};
+  d.sample_floats = std::size_t(side) * side;
+  d.classes = classes;
+  for (std::size_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % classes);
+    d.labels.push_back(label);
+    for (int r = 0; r < side; ++r)
+      for (int c = 0; c < side; ++c) d.images.push_back((r * classes / side == label ? 0.5f : 0.0f) + noise(rng));
+  }
+  return d;
+}
+
+config::LearnerConfig mlp_config(int batch, int dims, int classes) {
+  config::LearnerConfig c = config::defaults().learner;
+  c.device = config::Device::cpu;
+  c.seed = 1;
+  c.batch = batch;
+  c.epochs = 10;
+  c.threads = 0;
+  c.model.input = {dims};
+  c.model.layers = {{.type = LayerType::dense, .units = 32},
+                    {.type = LayerType::relu},
+                    {.type = LayerType::dense, .units = classes},
+                    {.type = LayerType::softmax_cross_entropy}};
+  c.optimizer.kind = config::OptimizerKind::momentum;
+  c.optimizer.learning_rate = 0.05;
+  c.optimizer.momentum = 0.9;
+  c.optimizer.weight_decay = 1e-4;
+  c.optimizer.schedule = config::Schedule::constant;
+  return c;
+}
+
+// Not REQUIRE_MESSAGE(r.ok(), r.error()...): under -s doctest builds the message of a passing check too, and
+// error() of an ok Result aborts.
+std::unique_ptr<Learner> must_create(const config::LearnerConfig& config, Dataset data) {
+  auto r = Learner::create(config, std::move(data));
+  if (!r.ok()) FAIL(r.error().to_string());
+  return std::move(r).value();
+}
+
+StepResult must_step(Learner& learner) {
+  auto r = learner.step();
+  if (!r.ok()) FAIL(r.error().to_string());
+  return r.value();
+}
+
+Evaluation must_evaluate(Learner& learner, const Dataset& data) {
+  auto r = learner.evaluate(data);
+  if (!r.ok()) FAIL(r.error().to_string());
+  return r.value();
+}
+
+std::span<float> must_optimizer_state(Learner& learner) {
+  auto r = learner.optimizer_state();
+  if (!r.ok()) FAIL(r.error().to_string());
+  return r.value();
+}
+
+std::vector<float> arena(Learner& learner) {
+  if (Status synced = learner.synchronize(); !synced.ok()) FAIL(synced.error().to_string());
+  std::vector<float> out(learner.params().size());
+  learner.params().fetch(out);
+  return out;
+}
+
+void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
+  const std::vector<float> centre = arena(learner);
+  const StoreTransfers before = learner.store_transfers();
+  std::atomic<bool> stop{false};
+  std::atomic<int> updates{0};
+  std::thread allreduce([&] {
+    auto& store = learner.params();
+    std::vector<float> fetched(store.size());
+    std::uint64_t seen = 0;
+    while (!stop.load()) {
+      // One update per learner step: more would pin the model to the centre.
+      if (learner.steps() == seen) {
+        std::this_thread::yield();
+        continue;
+      }
+      seen = learner.steps();
+      store.fetch(fetched);
+      store.update_each([&](std::size_t offset, std::span<float> t) {
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.98f * t[i] + 0.02f * centre[offset + i];
+      });
+      ++updates;
+    }
+  });
+  bool stepped = true;
+  for (int s = 0; stepped && (s < min_steps || updates.load() < 20); ++s) stepped = learner.step().ok();
+  stop = true;
+  allreduce.join();
+  REQUIRE(stepped);
+  const auto params = arena(learner);
+  CHECK(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
+  CHECK(must_evaluate(learner, learner.train_set()).accuracy > 0.9);
+  CHECK(learner.store_transfers().passes > before.passes);
+  CHECK(learner.store_transfers().bytes > before.bytes);
+}
+
+}  // namespace gridtrain::learner::testing

@@ -1,0 +1,86 @@
+// The Trainer: checkpoints' state taken and restored, a run through every epoch, and a learner's failure
+// stopping the run with its error.
+
+#include "learner/trainer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/config/temp_dir.hpp"
+#include "tests/learner/learner_fixtures.hpp"
+
+namespace {
+
+using gridtrain::config::testing::TempDir;
+using gridtrain::learner::EpochReport;
+using gridtrain::learner::Trainer;
+using gridtrain::learner::TrainerSetup;
+using namespace gridtrain::learner::testing;
+
+}  // namespace
+
+TEST_CASE("a checkpoint's state restored into a fresh learner continues the same run") {
+  auto a = must_create(mlp_config(), blobs(200));
+  for (int i = 0; i < 17; ++i) must_step(*a);
+  auto saved = Trainer::checkpoint_data(*a);
+  REQUIRE(saved.ok());
+  CHECK(saved.value().step == 17);
+  CHECK_FALSE(saved.value().optimizer_state.empty());  // momentum: the velocity is saved too
+  auto b = must_create(mlp_config(), blobs(200));
+  REQUIRE(Trainer::restore(*b, saved.value()).ok());
+  CHECK(b->steps() == 17);
+  CHECK(arena(*b) == arena(*a));
+  must_step(*a);
+  must_step(*b);
+  CHECK(arena(*b) == arena(*a));
+}
+
+TEST_CASE("a trainer runs every epoch, reports each, and ends done with an ok status") {
+  auto config = mlp_config();
+  config.epochs = 3;
+  TrainerSetup setup;
+  setup.learner = must_create(config, blobs(96));
+  setup.test = blobs(60, 8, 3, 7);
+  std::vector<EpochReport> reports;
+  setup.on_epoch = [&](const EpochReport& r) { reports.push_back(r); };
+  Trainer trainer(std::move(setup));
+  trainer.start();
+  trainer.join();
+  REQUIRE(trainer.done());
+  CHECK(trainer.status().ok());
+  REQUIRE(reports.size() == 3);
+  CHECK(reports.back().epoch == 3);
+  CHECK(reports.back().samples == 3 * 96);
+  CHECK(trainer.final_accuracy() == reports.back().test_accuracy);
+  CHECK(trainer.final_accuracy() > 0.9);
+}
+
+// Through the real interface: a test set that does not fit the model makes the learner's first evaluation
+// fail, as a failing device makes a step fail.
+TEST_CASE("a trainer whose learner fails stops there, done, with the learner's error as its status") {
+  TempDir dir;
+  auto config = mlp_config();
+  config.epochs = 3;
+  TrainerSetup setup;
+  setup.learner = must_create(config, blobs(96));
+  setup.test = blobs(60, 9);  // 9 floats a sample; the model takes 8
+  const auto learner = setup.learner;
+  int reported = 0;
+  setup.on_epoch = [&](const EpochReport&) { ++reported; };
+  setup.checkpoint_path = (dir.path() / "node.ckpt").string();
+  setup.checkpoint_every = 1000;  // none during the run: only the final one, which a failed run does not write
+  Trainer trainer(std::move(setup));
+  trainer.start();
+  trainer.join();
+  REQUIRE(trainer.done());
+  REQUIRE_FALSE(trainer.status().ok());
+  CHECK(trainer.status().error().key == "learner.model");
+  CHECK(trainer.status().error().message.find("9 floats") != std::string::npos);
+  CHECK(learner->epoch() == 1);  // it stopped at the first evaluation, at the end of the first epoch
+  CHECK(reported == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "node.ckpt"));
+}
