@@ -2,7 +2,7 @@
 // ParameterStore: the model's tensors in one contiguous float arena (a "tensor collective": the allreduce sends
 // it as one vector), with one mutex per tensor.
 //
-// Locking rule (DESIGN.md, "Learner and parameters"): whoever reads or writes a tensor's floats holds that
+// Locking rule (docs/design.md, "The learner"): whoever reads or writes a tensor's floats holds that
 // tensor's mutex, and holds no other tensor's mutex at the same time. The learner takes a tensor's lock only to
 // apply that tensor's update; the allreduce's fetch and elastic update take the same locks one tensor at a time,
 // in reverse tensor order (the backward pass updates the last tensor first, so reverse order crosses the learner
