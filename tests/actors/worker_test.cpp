@@ -53,6 +53,30 @@ struct WorkerFixture {
     CHECK(sent[0].key == key(round));
   }
 
+  // The peer's contribution to our block, chunk by chunk: values `a`..`a` + 3.
+  void peer_contributes(std::uint64_t round, float a) {
+    caf::anon_send(worker, ScatterChunk{key(round), 1, 0, {{a, a + 1}}});
+    caf::anon_send(worker, ScatterChunk{key(round), 1, 2, {{a + 2, a + 3}}});
+  }
+
+  // The means of the peer's block, chunk by chunk: `first` then `second`.
+  void peer_reduces(std::uint64_t round, std::vector<float> first, std::vector<float> second) {
+    caf::anon_send(worker, ReducedChunk{key(round), 1, 4, 2, {std::move(first)}});
+    caf::anon_send(worker, ReducedChunk{key(round), 1, 6, 2, {std::move(second)}});
+  }
+
+  // Runs, then expects exactly one RoundDone, for `round`, with every chunk in; `expected` in the store.
+  void expect_done(std::uint64_t round, const std::vector<float>& expected) {
+    sim.run();
+    const auto done = take<RoundDone>(master);
+    CHECK(messages(master).empty());
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].key == key(round));
+    CHECK(done[0].from == 0);
+    CHECK(done[0].chunks_missing == 0);
+    CHECK(read(*store) == expected);
+  }
+
   // The worker's counters, as it answers stats_atom.
   actors::RoundStats stats() { return sim.ask<actors::RoundStats>(worker, actors::stats_atom::value); }
 
@@ -90,8 +114,7 @@ TEST_CASE("a worker averages its line's model: scatter, reduce, gather, elastic 
   CHECK(sent[1].offset == 6);
   CHECK(sent[1].data.values == std::vector<float>{7, 8});
   // The peer contributes to our block (values 11..14); we reduce it and send the means back, chunk by chunk.
-  caf::anon_send(f.worker, ScatterChunk{f.key(0), 1, 0, {{11, 12}}});
-  caf::anon_send(f.worker, ScatterChunk{f.key(0), 1, 2, {{13, 14}}});
+  f.peer_contributes(0, 11);
   f.sim.run();
   const auto reduced = take<ReducedChunk>(f.peer);
   CHECK(messages(f.peer).empty());
@@ -107,16 +130,8 @@ TEST_CASE("a worker averages its line's model: scatter, reduce, gather, elastic 
   CHECK(reduced[1].data.values == std::vector<float>{8, 9});
   CHECK(messages(f.master).empty());  // not complete: the peer's block has no mean yet
   // The peer's block means complete the round.
-  caf::anon_send(f.worker, ReducedChunk{f.key(0), 1, 4, 2, {{50, 60}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(0), 1, 6, 2, {{70, 80}}});
-  f.sim.run();
-  const auto done = take<RoundDone>(f.master);
-  CHECK(messages(f.master).empty());
-  REQUIRE(done.size() == 1);
-  CHECK(done[0].key == f.key(0));
-  CHECK(done[0].from == 0);
-  CHECK(done[0].chunks_missing == 0);
-  CHECK(read(*f.store) == std::vector<float>{6, 7, 8, 9, 50, 60, 70, 80});
+  f.peer_reduces(0, {50, 60}, {70, 80});
+  f.expect_done(0, {6, 7, 8, 9, 50, 60, 70, 80});
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1});
   CHECK(f.published() == actors::RoundStats{.rounds_done = 1});
 }
@@ -133,16 +148,9 @@ TEST_CASE("a message of an older round is dropped and counted") {
   CHECK(messages(f.peer).empty());
   CHECK(messages(f.master).empty());
   // Round 1 is untouched: it completes on its own messages alone.
-  caf::anon_send(f.worker, ScatterChunk{f.key(1), 1, 0, {{1, 2}}});
-  caf::anon_send(f.worker, ScatterChunk{f.key(1), 1, 2, {{3, 4}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(1), 1, 4, 2, {{5, 6}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(1), 1, 6, 2, {{7, 8}}});
-  f.sim.run();
-  const auto done = take<RoundDone>(f.master);
-  REQUIRE(done.size() == 1);
-  CHECK(done[0].key == f.key(1));
-  CHECK(done[0].chunks_missing == 0);
-  CHECK(read(*f.store) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  f.peer_contributes(1, 1);
+  f.peer_reduces(1, {5, 6}, {7, 8});
+  f.expect_done(1, {1, 2, 3, 4, 5, 6, 7, 8});
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1, .stale_dropped = 3});
 }
 
@@ -180,14 +188,8 @@ TEST_CASE("a message of a newer round makes the worker complete its current roun
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1, .caught_up = 1, .quorum_shortfalls = 1});
   CHECK(read(*f.store) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
   caf::anon_send(f.worker, ScatterChunk{f.key(1), 1, 2, {{13, 14}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(1), 1, 4, 2, {{50, 60}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(1), 1, 6, 2, {{70, 80}}});
-  f.sim.run();
-  const auto done_too = take<RoundDone>(f.master);
-  REQUIRE(done_too.size() == 1);
-  CHECK(done_too[0].key == f.key(1));
-  CHECK(done_too[0].chunks_missing == 0);
-  CHECK(read(*f.store) == std::vector<float>{6, 7, 8, 9, 50, 60, 70, 80});
+  f.peer_reduces(1, {50, 60}, {70, 80});
+  f.expect_done(1, {6, 7, 8, 9, 50, 60, 70, 80});
 }
 
 TEST_CASE("a malformed chunk is dropped and counted, and the round goes on") {
@@ -201,16 +203,9 @@ TEST_CASE("a malformed chunk is dropped and counted, and the round goes on") {
   f.sim.run();
   CHECK(f.stats() == actors::RoundStats{.malformed = 5});
   CHECK(messages(f.peer).empty());
-  caf::anon_send(f.worker, ScatterChunk{f.key(0), 1, 0, {{11, 12}}});
-  caf::anon_send(f.worker, ScatterChunk{f.key(0), 1, 2, {{13, 14}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(0), 1, 4, 2, {{50, 60}}});
-  caf::anon_send(f.worker, ReducedChunk{f.key(0), 1, 6, 2, {{70, 80}}});
-  f.sim.run();
-  const auto done = take<RoundDone>(f.master);
-  REQUIRE(done.size() == 1);
-  CHECK(done[0].key == f.key(0));
-  CHECK(done[0].chunks_missing == 0);
-  CHECK(read(*f.store) == std::vector<float>{6, 7, 8, 9, 50, 60, 70, 80});
+  f.peer_contributes(0, 11);
+  f.peer_reduces(0, {50, 60}, {70, 80});
+  f.expect_done(0, {6, 7, 8, 9, 50, 60, 70, 80});
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1, .malformed = 5});
 }
 
