@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/node.hpp"
+#include "actors/warm_start.hpp"
 #include "actors/token_proof.hpp"
 #include "grid/layout.hpp"
 #include "learner/probe.hpp"
@@ -54,6 +55,25 @@ NodeStats NodeHandle::stats() const {
 
 void NodeHandle::allow_rounds(std::uint32_t dim, std::uint64_t rounds) const {
   caf::anon_send(node_, allow_rounds_atom::value, dim, rounds);
+}
+
+Result<GridView> NodeHandle::grid_view(std::chrono::milliseconds timeout) const {
+  return query_grid_view(*system_, node_, timeout);
+}
+
+Result<std::optional<std::uint64_t>> NodeHandle::warm_start() const {
+  auto view = grid_view();
+  if (!view) return view.error();
+  const auto peer = warm_start_peer(view.value(), id_);
+  if (!peer) return std::optional<std::uint64_t>();
+  auto at = config::parse_endpoint(peer->place.address);
+  if (!at) return Error{.message = "warm start: member " + peer->place.address + " does not listen: " +
+                                   at.error().to_string()};
+  auto member = system_->middleman().remote_actor(at.value().host, at.value().port);
+  if (!member)
+    return Error{.message = "warm start: cannot reach " + peer->place.address + ": " + system_->render(member.error())};
+  if (Status copied = fetch_model(*system_, *member, *store_); !copied.ok()) return copied.error();
+  return std::optional<std::uint64_t>(peer->place.node_id);
 }
 
 namespace {

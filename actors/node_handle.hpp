@@ -80,6 +80,16 @@ class NodeHandle {
   // later. Without NodeOptions::paced_by_every_steps there is no budget to raise, and this does nothing.
   void allow_rounds(std::uint32_t dim, std::uint64_t rounds) const;
 
+  // The live grid, as this node's GridMaster sees it. Errors: the node is not (or no longer) in a cluster, or no
+  // answer within `timeout`.
+  Result<GridView> grid_view(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
+  // Warm start (actors/warm_start.hpp): copies the model of a member of the cluster into this node's store, a
+  // member that shares a line with it if there is one. The member's id, or nullopt when this node is alone (there
+  // is nothing to copy). On an error the store is unchanged.
+  // REQUIRES: welcomed.
+  Result<std::optional<std::uint64_t>> warm_start() const;
+
  private:
   caf::actor_system* system_;
   caf::actor node_;

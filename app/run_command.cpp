@@ -8,7 +8,6 @@
 //   7. start_metrics     metrics.listen: the Prometheus endpoint
 //   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
 
-#include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -20,9 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/node_handle.hpp"
-#include "actors/system_config.hpp"
-#include "actors/warm_start.hpp"
+#include "actors/runtime.hpp"
 #include "app/commands.hpp"
 #include "config/config.hpp"
 #include "config/endpoint.hpp"
@@ -136,7 +133,7 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
 }
 
 // 3. The node, listening and joining (asynchronously).
-Result<actors::NodeHandle> start_node(caf::actor_system& system, const RunPlan& plan, Training* training) {
+Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& plan, Training* training) {
   actors::NodeOptions options;
   options.config = plan.config;
   options.seed_address = plan.seed_address;
@@ -146,7 +143,7 @@ Result<actors::NodeHandle> start_node(caf::actor_system& system, const RunPlan& 
     options.paced_by_every_steps = plan.config.allreduce.every_steps > 0;
     options.progress = training->progress;
   }
-  auto node = actors::start_node(system, std::move(options));
+  auto node = runtime.start_node(std::move(options));
   if (node) std::cout << "listening on " << node.value().address() << std::endl;
   return node;
 }
@@ -180,26 +177,19 @@ std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& 
 // rather than average a fresh initialisation into theirs. Decided at the join, before --wait-members, so that
 // the bootstrapping node copies nobody. A resumed node keeps its checkpoint's model. A failure is not fatal:
 // the node then trains from its own initialisation.
-void warm_start(caf::actor_system& system, const actors::NodeHandle& node, learner::Learner& learner) {
-  auto view = actors::query_grid_view(system, node.actor());
-  auto peer = view ? actors::warm_start_peer(view.value(), node.id()) : std::nullopt;
-  if (!peer) return;
-  auto at = config::parse_endpoint(peer->place.address);
-  auto remote = at ? system.middleman().remote_actor(at.value().host, at.value().port)
-                   : caf::expected<caf::actor>(caf::sec::invalid_argument);
-  const Status copied = remote ? actors::fetch_model(system, *remote, learner.params())
-                               : Status(Error{.message = "cannot reach " + peer->place.address});
-  if (copied.ok())
-    std::cout << "warm start: copied the model of node " << std::hex << peer->place.node_id << std::dec << std::endl;
-  else
+void warm_start(const actors::NodeHandle& node) {
+  const auto copied = node.warm_start();
+  if (!copied)
     spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
+  else if (copied.value())
+    std::cout << "warm start: copied the model of node " << std::hex << *copied.value() << std::dec << std::endl;
 }
 
 // 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
 // before the last has joined. False if the node ended meanwhile.
-bool wait_for_members(caf::actor_system& system, const actors::NodeHandle& node, int members) {
+bool wait_for_members(const actors::NodeHandle& node, int members) {
   while (members > 0 && !stop_signal.load()) {
-    auto view = actors::query_grid_view(system, node.actor());
+    auto view = node.grid_view();
     if (view && static_cast<int>(view.value().nodes.size()) >= members) return true;
     if (node.wait_for(std::chrono::milliseconds(100))) return false;
   }
@@ -292,14 +282,13 @@ int run(const RunArgs& args) {
     training.emplace(std::move(prepared).value());
   }
 
-  actors::SystemConfig system_config{plan.value().config};
-  caf::actor_system system{system_config};
-  auto started = start_node(system, plan.value(), training ? &*training : nullptr);
+  actors::Runtime runtime{plan.value().config};
+  auto started = start_node(runtime, plan.value(), training ? &*training : nullptr);
   if (!started) return fail(started.error());
   const actors::NodeHandle& node = started.value();
   if (auto ended = wait_for_join(plan.value(), node)) return *ended;
-  if (training && !args.resume) warm_start(system, node, *training->learner);
-  if (!wait_for_members(system, node, args.wait_members)) return fail(kInternal, "the node ended unexpectedly");
+  if (training && !args.resume) warm_start(node);
+  if (!wait_for_members(node, args.wait_members)) return fail(kInternal, "the node ended unexpectedly");
 
   auto prometheus = start_metrics(plan.value());
   if (!prometheus) {

@@ -2,8 +2,7 @@
 
 #include <iostream>
 
-#include "actors/node_handle.hpp"
-#include "actors/system_config.hpp"
+#include "actors/runtime.hpp"
 #include "app/commands.hpp"
 #include "config/endpoint.hpp"
 #include "telemetry/grid_view_text.hpp"
@@ -17,11 +16,9 @@ int status(const StatusArgs& args) {
     error.source = "--seed";
     return fail(error);
   }
-  config::Config defaults;
   spdlog::set_level(spdlog::level::warn);
-  actors::SystemConfig system_config{defaults};
-  caf::actor_system system{system_config};
-  auto view = actors::query_grid_view(system, seed.value());
+  actors::Runtime runtime{config::Config{}};
+  auto view = runtime.grid_view(seed.value());
   if (!view) return fail(kInternal, view.error().to_string());
   std::cout << (args.json ? telemetry::grid_view_json(view.value()) + "\n" : telemetry::grid_view_table(view.value()));
   std::cout.flush();

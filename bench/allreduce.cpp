@@ -12,8 +12,6 @@
 // Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds. On a
 // 2-core machine 4 processes are oversubscribed: small sizes then measure scheduling as much as the transport.
 
-#include <caf/all.hpp>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,9 +24,8 @@
 #include <thread>
 #include <vector>
 
-#include "actors/node_handle.hpp"
+#include "actors/runtime.hpp"
 #include "app/child_process.hpp"
-#include "actors/system_config.hpp"
 #include "config/config.hpp"
 
 using namespace gridtrain;
@@ -79,8 +76,7 @@ int main(int argc, char** argv) {
   auto dir = std::filesystem::temp_directory_path() / ("gridtrain-bench-allreduce-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   config::Config defaults;
-  actors::SystemConfig system_config{defaults};
-  caf::actor_system system{system_config};
+  actors::Runtime runtime{defaults};
 
   std::printf("gridtrain allreduce, gridnode processes on loopback, theta = 1, %ld round(s) in flight\n", in_flight);
   std::printf("%5s %12s %12s %12s %12s %12s %8s\n", "procs", "floats", "bytes", "time_us", "algbw_GB/s",
@@ -115,7 +111,7 @@ int main(int argc, char** argv) {
       if (!started) return 1;
       auto seed_endpoint = config::parse_endpoint(seed).value();
       auto sample = [&]() -> std::optional<Sample> {
-        auto view = actors::query_grid_view(system, seed_endpoint, 10s);
+        auto view = runtime.grid_view(seed_endpoint, 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
         double sum = 0;
         for (auto& n : view.value().nodes) sum += static_cast<double>(n.figures.rounds_done);

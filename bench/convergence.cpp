@@ -25,8 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/node_handle.hpp"
-#include "actors/system_config.hpp"
+#include "actors/runtime.hpp"
 #include "learner/trainer.hpp"
 #include "telemetry/epoch_log.hpp"
 #include "config/config.hpp"
@@ -61,13 +60,11 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
     }
     learners.push_back(std::move(created.value()));
   }
-  std::unique_ptr<actors::SystemConfig> system_config;
-  std::unique_ptr<caf::actor_system> system;
+  std::unique_ptr<actors::Runtime> runtime;
   std::vector<actors::NodeHandle> handles;
   if (alpha > 0) {
     cfg.allreduce.elastic_rate = alpha;
-    system_config = std::make_unique<actors::SystemConfig>(cfg);
-    system = std::make_unique<caf::actor_system>(*system_config);
+    runtime = std::make_unique<actors::Runtime>(cfg);
     for (int i = 0; i < nodes; ++i) {
       actors::NodeOptions options;
       options.config = cfg;
@@ -75,7 +72,7 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
       options.store = std::shared_ptr<learner::ParameterStore>(learners[i], &learners[i]->params());
       options.listen = false;
       if (i > 0) options.seed_node = handles[0].actor();
-      auto started = actors::start_node(*system, options);
+      auto started = runtime->start_node(options);
       if (!started) {
         std::fprintf(stderr, "error: %s\n", started.error().to_string().c_str());
         std::exit(1);

@@ -12,6 +12,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node_handle.hpp"
+#include "actors/runtime.hpp"
 #include "actors/token_proof.hpp"
 #include "cluster_harness.hpp"
 #include "deterministic_cluster.hpp"
@@ -214,6 +215,45 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   joined.value().stop();
   joined.value().wait();
   CHECK(eventually([&] { return actors::query_grid_view(a, bootstrap.value().actor()).value().nodes.size() == 1; }));
+  bootstrap.value().stop();
+  bootstrap.value().wait();
+}
+
+TEST_CASE("a node joining over TCP copies a member's model with warm_start; a node alone copies nobody") {
+  // What gridnode run does after its join (actors::Runtime, NodeHandle::warm_start), over real connections.
+  // Paced by every_steps and never allowed a round, the stores move only by the copy.
+  auto config = cluster_config(1, 1.0);
+  actors::Runtime a{config}, b{config};
+  actors::NodeOptions first;
+  first.config = config;
+  first.node_id = 1;
+  first.store = make_store(1000, 1.0f);
+  first.paced_by_every_steps = true;
+  auto bootstrap = a.start_node(first);
+  REQUIRE(bootstrap.ok());
+  REQUIRE(bootstrap.value().wait_joined().result == actors::JoinResult::welcomed);
+  const auto alone = bootstrap.value().warm_start();
+  REQUIRE(alone.ok());
+  CHECK_FALSE(alone.value().has_value());
+
+  actors::NodeOptions second = first;
+  second.node_id = 2;
+  second.store = make_store(1000, 3.0f);
+  second.seed_address = config::Endpoint{"127.0.0.1", bootstrap.value().port()};
+  auto joined = b.start_node(second);
+  REQUIRE(joined.ok());
+  REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+  REQUIRE(read(*second.store) != read(*first.store));
+  const auto copied = joined.value().warm_start();
+  REQUIRE_MESSAGE(copied.ok(), copied.error().to_string());
+  CHECK(copied.value() == std::optional<std::uint64_t>(1));
+  CHECK(read(*second.store) == read(*first.store));
+  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()});
+  REQUIRE(view.ok());
+  CHECK(view.value().nodes.size() == 2);
+
+  joined.value().stop();
+  joined.value().wait();
   bootstrap.value().stop();
   bootstrap.value().wait();
 }

@@ -1,0 +1,44 @@
+#pragma once
+// Runtime: one process's actor system, made from the run config, and the way everything outside actors/ reaches
+// the actors (gridnode's commands, the benchmarks): start a node, ask any member for the live grid. Tests that
+// drive actors themselves use system().
+//
+//   actors::Runtime runtime{config};
+//   auto node = runtime.start_node({.config = config, .seed_address = seed});
+//   auto view = runtime.grid_view(config::Endpoint{"10.0.0.5", 7000});
+
+#include <caf/actor_system.hpp>
+
+#include <chrono>
+
+#include "actors/node_handle.hpp"
+#include "actors/reports.hpp"
+#include "actors/system_config.hpp"
+#include "base/result.hpp"
+#include "config/config.hpp"
+#include "config/endpoint.hpp"
+
+namespace gridtrain::actors {
+
+class Runtime {
+ public:
+  // The middleman's heartbeat and connection timeout, and the scheduler, come from `config` (SystemConfig).
+  explicit Runtime(const config::Config& config);
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // See actors::start_node. REQUIRES: the Runtime outlives the node's handle.
+  Result<NodeHandle> start_node(NodeOptions options);
+
+  // The live grid, asked of the member listening at `endpoint`: see actors::query_grid_view.
+  Result<GridView> grid_view(const config::Endpoint& endpoint,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+  caf::actor_system& system() { return system_; }
+
+ private:
+  SystemConfig config_;  // outlives system_
+  caf::actor_system system_;
+};
+
+}  // namespace gridtrain::actors
