@@ -65,15 +65,15 @@ struct WorkerFixture {
     caf::anon_send(worker, ReducedChunk{key(round), 1, 6, 2, {std::move(second)}});
   }
 
-  // Runs, then expects exactly one RoundDone, for `round`, with every chunk in; `expected` in the store.
-  void expect_done(std::uint64_t round, const std::vector<float>& expected) {
+  // Runs, then expects exactly one RoundDone, for `round`, with `missing` chunks short; `expected` in the store.
+  void expect_done(std::uint64_t round, const std::vector<float>& expected, std::uint32_t missing = 0) {
     sim.run();
     const auto done = take<RoundDone>(master);
     CHECK(messages(master).empty());
     REQUIRE(done.size() == 1);
     CHECK(done[0].key == key(round));
     CHECK(done[0].from == 0);
-    CHECK(done[0].chunks_missing == 0);
+    CHECK(done[0].chunks_missing == missing);
     CHECK(read(*store) == expected);
   }
 
@@ -161,11 +161,8 @@ TEST_CASE("a message of a newer round makes the worker complete its current roun
   caf::anon_send(f.worker, ScatterChunk{f.key(1), 1, 0, {{11, 12}}});
   f.sim.run();
   // Round 0 is finished with what it had: our block's mean over our own contribution, sent to the peer with its
-  // count of 1; nothing for the peer's block.
-  const auto done = take<RoundDone>(f.master);
-  REQUIRE(done.size() == 1);
-  CHECK(done[0].key == f.key(0));
-  CHECK(done[0].chunks_missing == 2);
+  // count of 1; nothing for the peer's block, which keeps its values.
+  f.expect_done(0, {1, 2, 3, 4, 5, 6, 7, 8}, 2);
   const auto reduced = take<ReducedChunk>(f.peer);
   REQUIRE(reduced.size() == 3);
   CHECK(reduced[0].key == f.key(0));
@@ -240,16 +237,11 @@ TEST_CASE("in timeout quorum mode, the deadline lets a round complete without a 
   // Then a quorum of 1 of 2 suffices for the reduce and for the completion (θ = 0.5): our block is averaged over
   // our contribution only (and sent to the peer); the peer's block keeps its values.
   CHECK(f.sim.advance_time(1ms) == 1);  // the deadline
-  f.sim.run();
-  const auto done = take<RoundDone>(f.master);
-  REQUIRE(done.size() == 1);
-  CHECK(done[0].key == f.key(0));
-  CHECK(done[0].chunks_missing == 2);
+  f.expect_done(0, {1, 2, 3, 4, 5, 6, 7, 8}, 2);
   const auto reduced = take<ReducedChunk>(f.peer);
   REQUIRE(reduced.size() == 2);
   CHECK(reduced[0].count == 1);
   CHECK(reduced[1].count == 1);
-  CHECK(read(*f.store) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1, .quorum_shortfalls = 1});
 }
 
