@@ -1,8 +1,6 @@
 #include "base/error.hpp"
 
-#include <cstdio>
-#include <cstdlib>
-
+#include "base/check.hpp"
 #include "base/result.hpp"
 
 namespace gridtrain {
@@ -49,9 +47,8 @@ std::string printable(std::string_view text) {
 namespace detail {
 
 void bad_result_access(const Error* carried) {
-  std::fprintf(stderr, "gridtrain: Result accessed against its state%s%s\n", carried ? ": " : "",
-               carried ? carried->to_string().c_str() : "");
-  std::abort();
+  const std::string what = carried ? ": " + carried->to_string() : "";
+  precondition_violated("a Result accessed against its state" + what);
 }
 
 }  // namespace detail

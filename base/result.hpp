@@ -2,7 +2,7 @@
 // Result<T>: a T or the Error that kept it from being made. Status: success, or an Error.
 //
 // Accessing a Result against its state (value() of an error, error() of a value) is a programming error, not an
-// input error: it prints what was carried and aborts, rather than throw.
+// input error: it prints what was carried and aborts (base/check.hpp), rather than throw.
 
 #include <optional>
 #include <utility>

@@ -21,7 +21,8 @@ TEST_CASE("a Result accessed against its state prints what it carried and aborts
     (void)failed.value();
   });
   CHECK(end.aborted);
-  CHECK(end.stderr_text == "gridtrain: Result accessed against its state: learner.batch: expected >= 1\n");
+  CHECK(end.stderr_text ==
+        "gridtrain: precondition violated: a Result accessed against its state: learner.batch: expected >= 1\n");
 }
 
 TEST_CASE("a child that returns is no abort") {
