@@ -1,6 +1,7 @@
 #include "actors/line_master.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 
 #include "actors/dropped.hpp"
@@ -12,21 +13,48 @@ namespace {
 
 using Self = caf::stateful_actor<LineMasterState>*;
 
-void start_next_rounds(Self self) {
+std::uint32_t peers(const LineMasterState& s) { return static_cast<std::uint32_t>(s.line->peers.size()); }
+
+bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quorum == allreduce::QuorumMode::timeout; }
+
+// The advance rule: the quorum, except that timeout mode waits for everyone until the round's deadline.
+bool has_advance_quorum(const LineMasterState& s, const LineMasterState::OpenRound& r) {
+  if (timeout_mode(s) && !r.deadline_passed) return r.count == peers(s);
+  return r.count >= s.advance_quorum;
+}
+
+void start_next_round(Self self) {
   auto& s = self->state;
-  if (!s.line || s.line->peers.size() < 2) return;
-  const StartLine& line = *s.line;
-  while (s.advance && s.in_flight.size() < line.settings.rounds_in_flight &&
-         (!s.every_steps_budget || *s.every_steps_budget > 0)) {
-    const allreduce::RoundKey key{line.epoch, line.layout_version, line.dim, line.line, s.next_round};
-    s.in_flight.emplace(s.next_round, std::vector<bool>(line.peers.size(), false));
-    ++s.next_round;
-    ++s.rounds_started;
-    s.advance = false;
-    if (s.every_steps_budget) --*s.every_steps_budget;
-    auto message = caf::make_message(StartRound{key});
-    for (const auto& peer : line.peers) self->send(peer.dimension_node, message);
+  if (!s.line || peers(s) < 2 || !s.advance) return;
+  if (s.every_steps_budget) {
+    if (*s.every_steps_budget == 0) return;
+    --*s.every_steps_budget;
   }
+  const StartLine& line = *s.line;
+  // Room for the new round: the oldest open one is retired; its stragglers catch up by round key.
+  while (s.open.size() >= line.settings.rounds_in_flight) {
+    s.open.erase(s.open.begin());
+    ++s.retired_early;
+  }
+  const allreduce::RoundKey key{line.epoch, line.layout_version, line.dim, line.line, s.next_round};
+  s.open.emplace(s.next_round, LineMasterState::OpenRound{std::vector<bool>(peers(s), false), 0, false});
+  ++s.next_round;
+  ++s.rounds_started;
+  s.advance = false;
+  auto message = caf::make_message(StartRound{key});
+  for (const auto& peer : line.peers) self->send(peer.dimension_node, message);
+  if (timeout_mode(s))
+    self->delayed_send(self, std::chrono::milliseconds(line.settings.round.quorum_timeout_ms), deadline_atom::value,
+                       line.layout_version, key.round);
+}
+
+// After round `round` gained a report or its deadline: the next round may start; a round every peer has
+// reported is closed.
+void progress(Self self, std::map<std::uint64_t, LineMasterState::OpenRound>::iterator it) {
+  auto& s = self->state;
+  if (it->first + 1 == s.next_round && has_advance_quorum(s, it->second)) s.advance = true;
+  if (it->second.count == peers(s)) s.open.erase(it);
+  start_next_round(self);
 }
 
 }  // namespace
@@ -48,14 +76,13 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         }
         line.line_master = caf::actor_cast<caf::actor>(self);
         s.line = std::move(line);
-        s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold,
-                                             static_cast<std::uint32_t>(s.line->peers.size()));
+        s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold, peers(s));
         s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
-        s.in_flight.clear();
+        s.open.clear();
         s.advance = true;
         auto message = caf::make_message(*s.line);
         for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);
-        start_next_rounds(self);
+        start_next_round(self);
       },
       [self](const StopLine& stop) {
         auto& s = self->state;
@@ -63,7 +90,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
             std::tie(stop.epoch, stop.layout_version) <= std::tie(s.line->epoch, s.line->layout_version))
           return;
         s.line.reset();
-        s.in_flight.clear();
+        s.open.clear();
       },
       [self](const RoundDone& done) {
         auto& s = self->state;
@@ -72,23 +99,32 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
           ++s.stale;
           return;
         }
-        auto it = s.in_flight.find(done.key.round);
-        if (it == s.in_flight.end()) return;  // every peer reported it already: a duplicate
-        if (done.from >= it->second.size()) {
+        auto it = s.open.find(done.key.round);
+        if (it == s.open.end()) return;  // closed (a duplicate) or retired (a straggler's late report)
+        if (done.from >= it->second.reported.size()) {
           log_dropped("line_master", s.bad_messages, "a RoundDone from a peer index outside the line");
           return;
         }
-        it->second[done.from] = true;
-        const auto reported = static_cast<std::uint32_t>(std::count(it->second.begin(), it->second.end(), true));
-        if (done.key.round + 1 == s.next_round && reported >= s.advance_quorum) s.advance = true;
-        if (reported == it->second.size()) s.in_flight.erase(it);
-        start_next_rounds(self);
+        if (it->second.reported[done.from]) return;
+        it->second.reported[done.from] = true;
+        ++it->second.count;
+        progress(self, it);
+      },
+      [self](deadline_atom, std::uint64_t layout_version, std::uint64_t round) {
+        auto& s = self->state;
+        if (!s.line || s.line->layout_version != layout_version) return;
+        auto it = s.open.find(round);
+        if (it == s.open.end()) return;
+        it->second.deadline_passed = true;
+        progress(self, it);
       },
       [self](stats_atom) { return self->state.rounds_started; },
       [self](allow_rounds_atom, std::uint64_t rounds) {
         auto& s = self->state;
-        if (s.every_steps_budget) *s.every_steps_budget += rounds;  // not paced: there is no limit to raise
-        start_next_rounds(self);
+        if (!s.every_steps_budget) return;  // not paced: there is no limit to raise
+        const std::uint64_t cap = s.line ? s.line->settings.rounds_in_flight : allreduce::kRoundsInFlightRange.max;
+        *s.every_steps_budget = std::min(*s.every_steps_budget + rounds, cap);
+        start_next_round(self);
       },
   };
 }

@@ -2,14 +2,16 @@
 // LineMaster: paces the allreduce rounds of one line. Every node has one per dimension, dormant until the
 // GridMaster appoints it with a StartLine for the line it masters.
 //
-// It keeps: its line (members and settings, for one layout version) and the rounds in flight: started, and not
-// yet reported done by every peer.
-// It reacts to: StartLine (forwards it to every member, then starts round 0), StopLine (goes dormant), RoundDone.
-// It starts round r+1 once ceil(θa·p) peers reported round r done, and never has more than k rounds in flight.
-// So with θa < 1 the line runs up to k rounds ahead of a straggler, and no further: CAF sends have no
-// backpressure, and a peer that has stalled must not make the others queue rounds for it without limit. A dead
-// peer holds its line for at most k rounds, until the GridMaster's failure detection re-forms the line (a new
-// layout version, which drops every round of the old one). A line of one peer runs no rounds.
+// It keeps: its line (members and settings, for one layout version) and the rounds still open: started, and not
+// yet reported done by every peer, at most k of them (rounds_in_flight).
+// It reacts to: StartLine (forwards it to every member, then starts round 0), StopLine (goes dormant), RoundDone,
+// and, in timeout quorum mode, the deadline of the latest round.
+// It starts round r+1 once round r has its advance quorum: ceil(θa·p) peers reported it (timeout mode: all of
+// them, or ceil(θa·p) once allreduce.quorum_timeout_ms has passed since r started). It never waits for the rest:
+// when a new round would make k+1 open, the oldest open round is retired, and a peer that reports it late, or
+// never, catches up by round key on the newer round its Worker slot receives (round r runs on slot r % k). So
+// one slow or stalled peer never stops its line; it only drops out of the rounds it misses, until it catches up
+// or the failure detector removes it (a new layout version re-forms the line). A line of one peer runs no rounds.
 // It tells: every member's DimensionNode (StartLine, StartRound).
 
 #include <caf/all.hpp>
@@ -24,18 +26,26 @@
 namespace gridtrain::actors {
 
 struct LineMasterState {
+  struct OpenRound {
+    std::vector<bool> reported;  // by peer index
+    std::uint32_t count = 0;     // of reported
+    bool deadline_passed = false;
+  };
+
   static inline const char* name = "line_master";
   std::uint32_t dim = 0;
   std::optional<StartLine> line;
   std::uint32_t advance_quorum = 1;  // ceil(θa·p)
   std::uint64_t next_round = 0;
-  std::map<std::uint64_t, std::vector<bool>> in_flight;  // round -> which peers reported it done
-  bool advance = true;  // round next_round - 1 reached the advance quorum (true before round 0)
+  std::map<std::uint64_t, OpenRound> open;  // round -> who reported it; at most k
+  bool advance = true;  // round next_round - 1 has its advance quorum (true before round 0)
   // allreduce.every_steps > 0: the rounds it may still start. The node's learner raises it by one every
   // every_steps steps (allow_rounds_atom), so a line runs at most one round per every_steps steps of its master's
-  // learner. nullopt when every_steps is 0: rounds back to back.
+  // learner; it never holds more than k, so a line that could not run (a stalled peer, no line yet) does not
+  // fire a burst of rounds afterwards. nullopt when every_steps is 0: rounds back to back.
   std::optional<std::uint64_t> every_steps_budget;
   std::uint64_t rounds_started = 0;
+  std::uint64_t retired_early = 0;  // open rounds retired before every peer had reported them
   std::uint64_t stale = 0;
   std::uint64_t bad_messages = 0;
 };

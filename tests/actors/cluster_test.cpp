@@ -318,7 +318,7 @@ TEST_CASE("nodes join, leave and die while rounds run; no round waits forever an
       // Mid-round: its line has rounds started that not every peer has finished.
       const caf::actor line_master = f.cluster.state(master).line_masters.at(dim);
       REQUIRE(f.cluster.sim().run_until(
-          [&] { return !state_of<actors::LineMasterState>(line_master).in_flight.empty(); }, kMaxEvents));
+          [&] { return !state_of<actors::LineMasterState>(line_master).open.empty(); }, kMaxEvents));
       f.cluster.kill(master);
       f.forget(master);
       f.members_are_ids();

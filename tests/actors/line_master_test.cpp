@@ -1,6 +1,7 @@
 // A LineMaster driven directly, message by message: recorders play the members' DimensionNodes.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -72,9 +73,9 @@ TEST_CASE("a line master forwards StartLine to every member with itself as the l
   }
 }
 
-TEST_CASE("a line master starts round r+1 once ceil(θa·p) peers finished round r, with at most k in flight") {
+TEST_CASE("a line master starts round r+1 once ceil(θa·p) peers finished round r, and never waits for the rest") {
   LineMasterFixture f(3);
-  caf::anon_send(f.master, f.line(0.5, 2));  // quorum(0.5, 3) = 2
+  caf::anon_send(f.master, f.line(0.5, 2));  // quorum(0.5, 3) = 2; k = 2
   CHECK(f.started() == 1);
   f.done(0, 0);
   CHECK(f.started() == 1);  // one of three is below the advance quorum
@@ -82,10 +83,48 @@ TEST_CASE("a line master starts round r+1 once ceil(θa·p) peers finished round
   CHECK(f.started() == 2);  // two of three: round 1 starts, although member 2 has not finished round 0
   f.done(1, 0);
   f.done(1, 1);
-  CHECK(f.started() == 2);  // rounds 0 and 1 still wait for member 2: k = 2 are in flight
-  f.done(0, 2);
-  CHECK(f.started() == 3);  // round 0 is out of flight; round 2 starts
+  // Round 2 starts too, although member 2 finished neither round: k = 2 rounds stay open, so round 0, the oldest,
+  // is retired without its report. Member 2 catches up by round key on the rounds its Worker slots receive.
+  CHECK(f.started() == 3);
+  const auto& s = state_of<actors::LineMasterState>(f.master);
+  CHECK(s.retired_early == 1);
+  REQUIRE(s.open.size() == 2);
+  CHECK(s.open.begin()->first == 1);
+  f.done(0, 2);  // late, for a retired round: nothing changes
+  CHECK(f.started() == 3);
+  CHECK(state_of<actors::LineMasterState>(f.master).open.size() == 2);
   for (std::size_t i = 0; i < 3; ++i) CHECK(f.rounds_seen(i) == std::vector<std::uint64_t>{0, 1, 2});
+}
+
+TEST_CASE("a stalled peer does not stop its line: rounds go on at the quorum, at most k open") {
+  LineMasterFixture f(4);
+  caf::anon_send(f.master, f.line(0.75, 3));  // quorum(0.75, 4) = 3
+  for (std::uint64_t r = 0; r < 20; ++r) {
+    CHECK(f.started() == r + 1);
+    for (std::uint32_t from = 0; from < 3; ++from) f.done(r, from);  // member 3 never reports
+  }
+  CHECK(f.started() == 21);
+  CHECK(state_of<actors::LineMasterState>(f.master).open.size() == 3);
+  CHECK(state_of<actors::LineMasterState>(f.master).retired_early == 18);
+}
+
+TEST_CASE("in timeout quorum mode a line master waits for every peer until the deadline, then for the quorum") {
+  LineMasterFixture f(4);
+  auto line = f.line(0.75, 3);
+  line.settings.round.quorum = allreduce::QuorumMode::timeout;
+  line.settings.round.quorum_timeout_ms = 200;
+  caf::anon_send(f.master, line);
+  CHECK(f.started() == 1);
+  for (std::uint32_t from = 0; from < 3; ++from) f.done(0, from);
+  CHECK(f.started() == 1);  // a quorum, but the deadline has not passed: wait for member 3
+  f.sim.advance_time(std::chrono::milliseconds(199));
+  CHECK(f.started() == 1);
+  f.sim.advance_time(std::chrono::milliseconds(1));  // round 0's deadline
+  CHECK(f.started() == 2);
+  for (std::uint32_t from = 0; from < 4; ++from) f.done(1, from);
+  CHECK(f.started() == 3);  // everyone, before the deadline: at once
+  f.sim.advance_time(std::chrono::milliseconds(200));  // round 1's deadline passes after it closed: no effect
+  CHECK(f.started() == 3);
 }
 
 TEST_CASE("a line master ignores a RoundDone of another layout version and a peer index outside the line") {
@@ -120,6 +159,21 @@ TEST_CASE("a stopped line master starts nothing more") {
   f.done(0, 1);
   CHECK(f.started() == 1);
   for (std::size_t i = 0; i < 2; ++i) CHECK(f.rounds_seen(i) == std::vector<std::uint64_t>{0});
+}
+
+TEST_CASE("paced by every_steps, a line master holds at most k rounds in its budget") {
+  LineMasterFixture f(2, true);
+  caf::anon_send(f.master, f.line(1.0, 3));
+  CHECK(f.started() == 0);
+  f.done(0, 0);  // stray: no round is open
+  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{100});  // a stalled line's backlog
+  CHECK(f.started() == 1);
+  CHECK(state_of<actors::LineMasterState>(f.master).every_steps_budget == 2u);  // k = 3, one of them spent
+  for (std::uint64_t r = 0; r < 5; ++r) {
+    f.done(r, 0);
+    f.done(r, 1);
+  }
+  CHECK(f.started() == 3);  // not 100
 }
 
 TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed") {
