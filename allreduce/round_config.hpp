@@ -23,12 +23,17 @@ inline constexpr IntRange kQuorumTimeoutRange{0, std::numeric_limits<int>::max()
 // member, so k is bounded.
 inline constexpr IntRange kRoundsInFlightRange{1, 16};
 
+// The defaults serve a user whose nodes may be slow or stall: timeout quorum waits for every peer, so a healthy
+// line averages exactly as with θ = 1; a peer that has not answered within quorum_timeout_ms is left out of that
+// round, with half the line as the quorum. Half, not more: ceil(0.75·p) = p for lines of 2 or 3, which would
+// stall them. A stalled or dead peer costs its line at most the deadline per round, until the failure detector
+// (cluster.connection_timeout_ms) takes it out of the grid and the line runs at full speed without it.
 struct RoundConfig {
-  double reduce_threshold = 1.0;    // θr: a chunk of our block is reduced once ceil(θr·p) peers contributed
-  double complete_threshold = 1.0;  // θc: the round completes once ceil(θc·C) of its C chunks are in
-  double advance_threshold = 1.0;   // θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r
-  QuorumMode quorum = QuorumMode::fraction;
-  std::uint32_t quorum_timeout_ms = 1000;  // timeout mode: how long to wait for everyone before a quorum suffices
+  double reduce_threshold = 0.5;    // θr: a chunk of our block is reduced once ceil(θr·p) peers contributed
+  double complete_threshold = 0.5;  // θc: the round completes once ceil(θc·C) of its C chunks are in
+  double advance_threshold = 0.5;   // θa: the LineMaster starts round r+1 once ceil(θa·p) peers finished round r
+  QuorumMode quorum = QuorumMode::timeout;
+  std::uint32_t quorum_timeout_ms = 200;  // timeout mode: how long to wait for everyone before a quorum suffices
   std::uint32_t max_chunk_floats = 65536;  // the largest chunk one message carries
   double elastic_rate = 0.3;               // α: m <- m + α·(mean - fetched)
 

@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
       auto config_path = (dir / "bench.yaml").string();
       std::ofstream(config_path) << "cluster: {heartbeat_ms: 200, connection_timeout_ms: 5000}\n"
                                  << "grid: {dims: 1, rounds_in_flight: " << in_flight << "}\n"
-                                 << "allreduce: {elastic_rate: 0.5}\n"
+                                 << "allreduce: {elastic_rate: 0.5, quorum: fraction, reduce_threshold: 1, "
+                                    "complete_threshold: 1, advance_threshold: 1}\n"
                                  << "learner: {kind: probe, probe_floats: " << s << "}\n";
       std::vector<std::unique_ptr<app::ChildProcess>> nodes;
       std::string seed;

@@ -1,6 +1,6 @@
 #pragma once
-// How a training node writes each epoch out (README.md, "Training and observability"): a progress line for people, and a row
-// of the metrics CSV (metrics.csv) for tools and plots.
+// How a training node writes each epoch out (README.md, "Training and observability"): a progress line for
+// people, and a row of the metrics CSV (metrics.csv) for tools and plots.
 //
 // CSV: one row per epoch per node, with the header
 //   time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds

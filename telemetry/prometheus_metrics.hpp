@@ -1,5 +1,6 @@
 #pragma once
-// PrometheusMetrics: a node's metrics on an HTTP /metrics endpoint (metrics.listen; README.md, "Training and observability").
+// PrometheusMetrics: a node's metrics on an HTTP /metrics endpoint (metrics.listen; README.md, "Training and
+// observability").
 // Counters: rounds completed per dimension (rate() gives rounds/s), stale messages dropped, quorum shortfalls,
 // samples trained on. Gauges: τ, samples/s, training loss and test accuracy of the last epoch.
 // Every series carries the label node="<name>".

@@ -20,6 +20,8 @@ struct DimensionNodeFixture {
     actors::StartLine l{1, version, 0, 0, {{1, node, ""}, {2, peer, ""}}, {}, master};
     l.settings.model_floats = floats;
     l.settings.round.max_chunk_floats = 4;
+    l.settings.round.reduce_threshold = l.settings.round.complete_threshold = 1.0;
+    l.settings.round.quorum = allreduce::QuorumMode::fraction;
     l.settings.rounds_in_flight = 2;
     return l;
   }

@@ -22,6 +22,7 @@ struct LineMasterFixture {
     actors::StartLine l{1, version, 0, 5, {}, {}, {}};
     l.settings.model_floats = 8;
     l.settings.round.advance_threshold = advance;
+    l.settings.round.quorum = allreduce::QuorumMode::fraction;  // timeout mode has a case of its own
     l.settings.rounds_in_flight = k;
     for (std::size_t i = 0; i < members.size(); ++i) l.peers.push_back({i + 1, members[i], ""});
     return l;

@@ -32,6 +32,8 @@ struct WorkerFixture {
     s.model_floats = 8;
     s.round.max_chunk_floats = 2;
     s.round.elastic_rate = 1.0;
+    s.round.reduce_threshold = s.round.complete_threshold = 1.0;
+    s.round.quorum = allreduce::QuorumMode::fraction;
     s.rounds_in_flight = 1;
     if (timeout_quorum) {
       s.round.quorum = allreduce::QuorumMode::timeout;

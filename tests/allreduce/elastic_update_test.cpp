@@ -42,7 +42,9 @@ TEST_CASE("an elastic rate of 0.3 gives (1 - 0.3) * m + 0.3 * mean, within an ul
 
 TEST_CASE("the elastic update from a round leaves slices with count 0 untouched, tensor by tensor") {
   // p = 2, N = 4, chunks of 1; q_c = 3 of 4. Peer 0 never gets the mean of chunk 3.
-  SimulatedLine line(4, 2, RoundConfig{.reduce_threshold = 1, .complete_threshold = 0.75, .max_chunk_floats = 1});
+  const RoundConfig config{
+      .reduce_threshold = 1, .complete_threshold = 0.75, .quorum = QuorumMode::fraction, .max_chunk_floats = 1};
+  SimulatedLine line(4, 2, config);
   line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
   line.scatter_all();
   line.drop_if([](const Message& m) { return m.send.kind == SendKind::reduced && m.send.chunk == 3; });
@@ -79,7 +81,9 @@ TEST_CASE("the elastic update from a round leaves slices with count 0 untouched,
 TEST_CASE("a round that every peer applies keeps the line's sum, even when the models moved during the round") {
   // p = 3, N = 5. While the round runs, each peer's model moves by its own amount (a learner step, a round of
   // another dimension): each keeps its move, and the sum over the peers changes by exactly the sum of the moves.
-  SimulatedLine line(5, 3, RoundConfig{.max_chunk_floats = 2});
+  SimulatedLine line(5, 3,
+                     RoundConfig{.reduce_threshold = 1, .complete_threshold = 1, .quorum = QuorumMode::fraction,
+                                 .max_chunk_floats = 2});
   line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(rank * rank) + 0.25f * index; });
   line.scatter_all();
   line.deliver_all();

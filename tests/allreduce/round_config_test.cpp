@@ -37,6 +37,7 @@ TEST_CASE("a threshold or elastic rate outside (0, 1] is refused, naming the key
 
 TEST_CASE("timeout quorum needs a timeout; fraction quorum does not") {
   RoundConfig c;
+  c.quorum = QuorumMode::fraction;
   c.quorum_timeout_ms = 0;
   CHECK(validate(c).ok());
   c.quorum = QuorumMode::timeout;

@@ -20,7 +20,8 @@ namespace {
 const RoundKey kKey{.epoch = 3, .layout_version = 9, .dim = 1, .line = 4, .round = 20};
 
 RoundConfig config(double reduce, double complete, QuorumMode mode, std::uint32_t chunk = 1 << 16) {
-  return RoundConfig{.reduce_threshold = reduce, .complete_threshold = complete, .quorum = mode, .max_chunk_floats = chunk};
+  return RoundConfig{
+      .reduce_threshold = reduce, .complete_threshold = complete, .quorum = mode, .max_chunk_floats = chunk};
 }
 
 void fill_tens(SimulatedLine& line) {

@@ -8,7 +8,8 @@ namespace gridtrain::allreduce::testing {
 SimulatedLine::SimulatedLine(std::size_t model_floats, std::uint32_t peers, RoundConfig config, RoundKey key)
     : key_(key) {
   rounds_.reserve(peers);
-  for (std::uint32_t i = 0; i < peers; ++i) rounds_.push_back(Round::create(key, model_floats, peers, i, config).value());
+  for (std::uint32_t i = 0; i < peers; ++i)
+    rounds_.push_back(Round::create(key, model_floats, peers, i, config).value());
   contributors_.resize(rounds_.front().partition().chunk_count());
 }
 

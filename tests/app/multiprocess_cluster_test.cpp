@@ -125,7 +125,8 @@ bool agree(const json& status, std::size_t nodes, double spread, double* mean) {
 std::map<std::string, std::uint64_t> rounds_by_address(const json& status) {
   std::map<std::string, std::uint64_t> rounds;
   if (status.is_object())
-    for (const auto& n : status["nodes"]) rounds[n["address"].get<std::string>()] = n["rounds_done"].get<std::uint64_t>();
+    for (const auto& n : status["nodes"])
+      rounds[n["address"].get<std::string>()] = n["rounds_done"].get<std::uint64_t>();
   return rounds;
 }
 

@@ -54,11 +54,11 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c.grid.dims == 2);
   CHECK(c.grid.max_line == 16);
   CHECK(c.grid.rounds_in_flight == 3);
-  CHECK(c.allreduce.reduce_threshold == 1.0);
-  CHECK(c.allreduce.complete_threshold == 1.0);
-  CHECK(c.allreduce.advance_threshold == 1.0);
-  CHECK(c.allreduce.quorum == QuorumMode::fraction);
-  CHECK(c.allreduce.quorum_timeout_ms == 1000);
+  CHECK(c.allreduce.reduce_threshold == 0.5);
+  CHECK(c.allreduce.complete_threshold == 0.5);
+  CHECK(c.allreduce.advance_threshold == 0.5);
+  CHECK(c.allreduce.quorum == QuorumMode::timeout);
+  CHECK(c.allreduce.quorum_timeout_ms == 200);
   CHECK(c.allreduce.max_chunk_floats == 65536);
   CHECK(c.allreduce.elastic_rate == 0.3);
   CHECK(c.allreduce.every_steps == 0);
@@ -412,9 +412,9 @@ TEST_CASE("the schema description lists every key with its type, default and doc
     const std::string leaf = path.substr(path.rfind('.') + 1);
     CHECK(yaml.find(" " + leaf + ":") != std::string::npos);
   }
-  CHECK(text.find("allreduce.reduce_threshold: number in (0, 1] = 1.0") != std::string::npos);
+  CHECK(text.find("allreduce.reduce_threshold: number in (0, 1] = 0.5") != std::string::npos);
   CHECK(text.find("grid.dims: integer in [1, 6] or auto = 2") != std::string::npos);
-  CHECK(text.find("allreduce.quorum: fraction|timeout = fraction") != std::string::npos);
+  CHECK(text.find("allreduce.quorum: fraction|timeout = timeout") != std::string::npos);
   for (const char* type : {"dense", "relu", "conv2d", "maxpool", "flatten", "softmax_cross_entropy"})
     CHECK(text.find(std::string("  ") + type + ": type") != std::string::npos);
 }
