@@ -43,6 +43,13 @@ DimensionStats stats_of(const DimensionNodeState& s) {
   return out;
 }
 
+// The floats a round message carries.
+std::size_t payload_floats(const caf::message& m) {
+  if (m.match_element<ScatterChunk>(0)) return m.get_as<ScatterChunk>(0).data.values.size();
+  if (m.match_element<ReducedChunk>(0)) return m.get_as<ReducedChunk>(0).data.values.size();
+  return 0;
+}
+
 // Where a round message goes, by its key; `message` is the whole message, passed on without copying its floats.
 void route(Self self, const allreduce::RoundKey& key, caf::message message) {
   auto& s = self->state;
@@ -50,13 +57,15 @@ void route(Self self, const allreduce::RoundKey& key, caf::message message) {
     case Route::now:
       self->send(s.workers[key.round % s.line->settings.rounds_in_flight], std::move(message));
       return;
-    case Route::early:
-      if (s.early.size() >= DimensionNodeState::max_early) {
-        s.early.pop_front();
-        ++s.own.stale_dropped;
+    case Route::early: {
+      const std::size_t floats = payload_floats(message);
+      if (floats > s.setup.store->size()) {
+        log_dropped("dimension_node", s.own.malformed, "a chunk longer than the model");
+        return;
       }
-      s.early.push_back(std::move(message));
+      s.own.early_dropped += s.early.hold(key, floats, std::move(message));
       return;
+    }
     case Route::stale:
       ++s.own.stale_dropped;
       return;
@@ -108,6 +117,9 @@ Status check_line(const DimensionNodeState& s, const StartLine& line) {
 
 caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, DimensionNodeSetup setup) {
   self->state.setup = std::move(setup);
+  // 4N: the newest round whole (see EarlyBuffer); and room for a few rounds' StartRounds beside it.
+  self->state.early = allreduce::EarlyBuffer<caf::message>(allreduce::kRoundsInFlightRange.max,
+                                                           4 * self->state.setup.store->size() + 64);
   drop_unexpected(self);
   return {
       [self](const StartLine& line) {
@@ -132,8 +144,9 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         for (const auto& w : s.workers) self->send(w, line);
         for (const auto& peer : line.peers)
           connect_directly(self, s.setup.node_id, peer.node_id, peer.dimension_node, peer.address);
-        std::deque<caf::message> early;
-        early.swap(s.early);
+        std::size_t superseded = 0;
+        std::vector<caf::message> early = s.early.release(line.epoch, line.layout_version, superseded);
+        s.own.early_dropped += superseded;
         for (auto& m : early) {
           const allreduce::RoundKey key = *key_of(m);  // before the message is moved into route()
           route(self, key, std::move(m));

@@ -10,12 +10,12 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "allreduce/early_buffer.hpp"
 #include "learner/parameter_store.hpp"
 
 namespace gridtrain::actors {
@@ -28,15 +28,15 @@ struct DimensionNodeSetup {
 
 struct DimensionNodeState {
   static inline const char* name = "dimension_node";
-  // Messages of a line version we have not been told of, kept until its StartLine comes.
-  static constexpr std::size_t max_early = 4096;
 
   DimensionNodeSetup setup;
   std::optional<StartLine> line;
   std::vector<caf::actor> workers;
   std::vector<RoundStats> worker_stats;
   RoundStats own;  // drops at routing
-  std::deque<caf::message> early;
+  // Messages of a line version we have not been told of, kept until its StartLine comes: at most the rounds a
+  // line can have open, and 4N floats, which keeps the newest round whole (allreduce/early_buffer.hpp).
+  allreduce::EarlyBuffer<caf::message> early{allreduce::kRoundsInFlightRange.max, 0};
   std::uint64_t bad_messages = 0;
 };
 

@@ -344,7 +344,7 @@ typename Inspector::result_type inspect(Inspector& f, GridView& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RoundStats& x) {
   return f(caf::meta::type_name("round_stats"), x.rounds_done, x.caught_up, x.abandoned, x.stale_dropped,
-           x.malformed, x.quorum_shortfalls);
+           x.malformed, x.quorum_shortfalls, x.early_dropped);
 }
 
 template <class Inspector>

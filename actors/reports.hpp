@@ -17,6 +17,9 @@ struct RoundStats {
   std::uint64_t stale_dropped = 0;     // messages of a round or line version we have left behind
   std::uint64_t malformed = 0;         // messages that could not belong to our line or round
   std::uint64_t quorum_shortfalls = 0; // rounds completed with a chunk averaged over fewer than p, or missing
+  // Messages held for a line version not yet announced, then dropped: superseded by a newer version, or beyond
+  // the rounds an EarlyBuffer keeps (allreduce/early_buffer.hpp says which).
+  std::uint64_t early_dropped = 0;
 
   RoundStats& operator+=(const RoundStats& o) {
     rounds_done += o.rounds_done;
@@ -25,6 +28,7 @@ struct RoundStats {
     stale_dropped += o.stale_dropped;
     malformed += o.malformed;
     quorum_shortfalls += o.quorum_shortfalls;
+    early_dropped += o.early_dropped;
     return *this;
   }
   bool operator==(const RoundStats&) const = default;

@@ -45,6 +45,8 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                  .Help("allreduce rounds completed (elastic updates), per grid dimension")
                  .Register(r);
   stale_ = counter(r, "gridtrain_stale_dropped_total", "messages of rounds or lines left behind, dropped", node);
+  early_ = counter(r, "gridtrain_early_dropped_total",
+                   "messages held for a line version not announced yet, then dropped as superseded", node);
   shortfalls_ = counter(r, "gridtrain_quorum_shortfalls_total",
                         "rounds completed with a chunk averaged over fewer than all peers", node);
   samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
@@ -70,6 +72,7 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
     advance(rounds_by_dim_[d], stats.dims[d].rounds.rounds_done, rounds_seen_[d]);
   auto total = stats.total();
   advance(stale_, total.stale_dropped, stale_seen_);
+  advance(early_, total.early_dropped, early_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
 }
 

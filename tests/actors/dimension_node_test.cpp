@@ -63,7 +63,7 @@ TEST_CASE("a round message of a line version not yet announced waits for its Sta
   CHECK(reduced[0].data.values == std::vector<float>{5.5f, 11, 16.5f, 22});
   CHECK(messages(f.master).empty());  // the round waits for the peer's block
   const auto& s = state_of<actors::DimensionNodeState>(f.node);
-  CHECK(s.early.empty());
+  CHECK(s.early.size() == 0);
   REQUIRE(s.workers.size() == 2);
   CHECK(state_of<actors::WorkerState>(s.workers[1]).round.has_value());
   CHECK_FALSE(state_of<actors::WorkerState>(s.workers[0]).round.has_value());
@@ -71,6 +71,31 @@ TEST_CASE("a round message of a line version not yet announced waits for its Sta
   CHECK(stats.layout_version == 2);
   CHECK(stats.peers == 2);
   CHECK(stats.rounds == actors::RoundStats{});
+}
+
+TEST_CASE("early messages of a superseded line version are dropped and counted; those of the newest wait") {
+  DimensionNodeFixture f;
+  caf::anon_send(f.node, actors::ScatterChunk{{1, 2, 0, 0, 0}, 1, 0, {{10, 20, 30, 40}}});
+  caf::anon_send(f.node, actors::StartRound{{1, 2, 0, 0, 0}});
+  caf::anon_send(f.node, actors::StartRound{{1, 3, 0, 0, 0}});  // a newer layout supersedes version 2
+  caf::anon_send(f.node, actors::ScatterChunk{{1, 2, 0, 0, 0}, 1, 0, {{10, 20, 30, 40}}});  // late, for version 2
+  caf::anon_send(f.node, actors::ScatterChunk{{1, 3, 0, 0, 0}, 1, 0, std::vector<float>(9)});  // longer than N
+  f.sim.run();
+  CHECK(f.stats().rounds == actors::RoundStats{.malformed = 1, .early_dropped = 3});
+  CHECK(state_of<actors::DimensionNodeState>(f.node).early.size() == 1);
+  caf::anon_send(f.node, f.line(3));
+  f.sim.run();
+  CHECK(take<actors::ScatterChunk>(f.peer).size() == 1);  // round 0 of version 3 started: our block 1 scattered
+  CHECK(state_of<actors::DimensionNodeState>(f.node).early.size() == 0);
+}
+
+TEST_CASE("a flood of early rounds keeps the newest ones, as many as a line can have open") {
+  DimensionNodeFixture f;
+  for (std::uint64_t r = 0; r < 20; ++r) caf::anon_send(f.node, actors::StartRound{{1, 2, 0, 0, r}});
+  f.sim.run();
+  CHECK(f.stats().rounds.early_dropped == 20 - allreduce::kRoundsInFlightRange.max);
+  CHECK(static_cast<std::int64_t>(state_of<actors::DimensionNodeState>(f.node).early.rounds()) ==
+        allreduce::kRoundsInFlightRange.max);
 }
 
 TEST_CASE("a round message of an older line version is dropped and counted; another dimension's is malformed") {
