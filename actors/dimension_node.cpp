@@ -27,6 +27,7 @@ Route classify(const DimensionNodeState& s, const allreduce::RoundKey& key) {
   const auto current = std::tie(s.line->epoch, s.line->layout_version);
   if (incoming < current) return Route::stale;
   if (current < incoming) return Route::early;
+  if (s.line_lost) return Route::stale;
   return key.line == s.line->line ? Route::now : Route::foreign;
 }
 
@@ -133,6 +134,7 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
           return;
         }
         s.line = line;
+        s.line_lost = false;
         while (s.workers.size() < line.settings.rounds_in_flight) {
           const auto slot = static_cast<std::uint32_t>(s.workers.size());
           s.workers.push_back(self->spawn<caf::linked>(
@@ -156,6 +158,11 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
       [self](const StartRound& m) { pass_on(self, m.key); },
       [self](const ScatterChunk& m) { pass_on(self, m.key); },
       [self](const ReducedChunk& m) { pass_on(self, m.key); },
+      [self](lost_atom) {
+        auto& s = self->state;
+        s.line_lost = true;
+        for (const auto& w : s.workers) self->send(w, lost_atom::value);
+      },
       [self](std::uint32_t slot, const RoundStats& stats) {
         auto& s = self->state;
         if (slot >= s.worker_stats.size()) return;

@@ -31,6 +31,9 @@ struct DimensionNodeState {
 
   DimensionNodeSetup setup;
   std::optional<StartLine> line;
+  // The node lost the cluster: `line` is no longer ours (its version still tells stale messages apart), until
+  // a StartLine of a newer version comes.
+  bool line_lost = false;
   std::vector<caf::actor> workers;
   std::vector<RoundStats> worker_stats;
   RoundStats own;  // drops at routing

@@ -74,13 +74,18 @@ GridState grid_state(const GridMasterState& s) {
   return g;
 }
 
-// After every change: a new layout version, the lines told, and every node told (for status and failover).
-void changed(Self self, const grid::LayoutDelta& delta) {
+// Every node told the grid's state (for status and failover).
+void push_state(Self self) {
   auto& s = self->state;
-  ++s.layout_version;
-  apply(self, delta);
   auto state = caf::make_message(grid_state(s));
   for (const auto& [id, m] : s.members) self->send(m.node, state);
+}
+
+// After every change: a new layout version, the lines told, and every node told.
+void changed(Self self, const grid::LayoutDelta& delta) {
+  ++self->state.layout_version;
+  apply(self, delta);
+  push_state(self);
 }
 
 void remove(Self self, std::uint64_t id, const char* why) {
@@ -88,9 +93,14 @@ void remove(Self self, std::uint64_t id, const char* why) {
   auto m = s.members.find(id);
   if (m == s.members.end()) return;
   self->demonitor(m->second.node);
-  s.members.erase(m);
   const grid::LayoutDelta delta = s.layout.remove(id);
-  changed(self, delta);
+  ++s.layout_version;
+  // The lines first, while the member's handles are still known: the lines it mastered get their StopLine even if
+  // it is still alive (stalled past the connection timeout, say), so that its LineMasters stop driving them.
+  apply(self, delta);
+  self->send(m->second.node, Removed{id, s.epoch, s.layout_version});
+  s.members.erase(m);
+  push_state(self);
   spdlog::info("grid_master: node {:016x} {}; {} members, layout version {}", id, why, s.members.size(),
                s.layout_version);
 }

@@ -118,6 +118,11 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         it->second.deadline_passed = true;
         progress(self, it);
       },
+      [self](lost_atom) {
+        // The node lost the cluster: whatever line it mastered is another master's now, or will be.
+        self->state.line.reset();
+        self->state.open.clear();
+      },
       [self](stats_atom) { return self->state.rounds_started; },
       [self](allow_rounds_atom, std::uint64_t rounds) {
         auto& s = self->state;

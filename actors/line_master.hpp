@@ -4,7 +4,8 @@
 //
 // It keeps: its line (members and settings, for one layout version) and the rounds still open: started, and not
 // yet reported done by every peer, at most k of them (rounds_in_flight).
-// It reacts to: StartLine (forwards it to every member, then starts round 0), StopLine (goes dormant), RoundDone,
+// It reacts to: StartLine (forwards it to every member, then starts round 0), StopLine and lost_atom (the node
+// lost the cluster; either way it goes dormant), RoundDone,
 // and, in timeout quorum mode, the deadline of the latest round.
 // It starts round r+1 once round r has its advance quorum: ceil(θa·p) peers reported it (timeout mode: all of
 // them, or ceil(θa·p) once allreduce.quorum_timeout_ms has passed since r started). It never waits for the rest:

@@ -35,6 +35,7 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<Welcome>("gridtrain::welcome")
       .add_message_type<Reject>("gridtrain::reject")
       .add_message_type<Leave>("gridtrain::leave")
+      .add_message_type<Removed>("gridtrain::removed")
       .add_message_type<JoinOutcome>("gridtrain::join_outcome")
       .add_message_type<LinePeer>("gridtrain::line_peer")
       .add_message_type<LineSettings>("gridtrain::line_settings")

@@ -138,6 +138,20 @@ typename Inspector::result_type inspect(Inspector& f, Leave& x) {
   return f(caf::meta::type_name("leave"), x.node_id, x.epoch);
 }
 
+// GridMaster -> a node it took out of the grid (it left, or the failure detector declared it down while it may
+// still be alive: stalled past the connection timeout, cut off for a while). A node that did not ask to leave
+// rejoins; it may never get this, if it is really gone or cut off, and then notices the GridMaster's down_msg.
+struct Removed {
+  std::uint64_t node_id = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;  // the version that no longer has it
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Removed& x) {
+  return f(caf::meta::type_name("removed"), x.node_id, x.epoch, x.layout_version);
+}
+
 // How a node's attempt to join ended (the Node's answer to outcome_atom).
 enum class JoinResult : std::uint8_t {
   pending,      // no answer yet
@@ -371,6 +385,9 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave
 // Node: (allow_rounds_atom, dim, n); LineMaster: (allow_rounds_atom, n).
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
+// Node -> its DimensionNodes, LineMasters (and on to Workers): the node lost the cluster; drop every line.
+using lost_atom = caf::atom_constant<caf::atom("lost")>;
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;  // Node: time for the next attempt to rejoin
 // Node: -> (signature, FloatPayload), its model now, for a joining node's warm start.
 using warm_params_atom = caf::atom_constant<caf::atom("wparams")>;
 

@@ -3,6 +3,7 @@
 #include <caf/io/middleman.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -15,7 +16,9 @@
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
 #include "actors/token_proof.hpp"
+#include "actors/warm_start.hpp"
 #include "allreduce/replica_distance.hpp"
+#include "config/endpoint.hpp"
 
 namespace gridtrain::actors {
 
@@ -93,6 +96,97 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
 
+// Asks the node actor at `address` (host:port, or "local:<id>" for a member of this process) to pass on our Join.
+void contact(Self self, const std::string& address) {
+  auto& s = self->state;
+  if (s.grid) {
+    for (const MemberState& m : s.grid->members)
+      if (m.place.address == address && m.node && m.node.node() == self->node()) return send_join(self, m.node);
+  }
+  auto endpoint = config::parse_endpoint(address);
+  if (!endpoint) return;  // a node of this process that has gone: the next attempt asks another
+  self->request(self->system().middleman().actor_handle(), s.setup.rejoin_interval, caf::connect_atom::value,
+                endpoint.value().host, endpoint.value().port)
+      .then(
+          [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            if (ptr && self->state.phase == NodePhase::rejoining) send_join(self, caf::actor_cast<caf::actor>(ptr));
+          },
+          [](caf::error&) {});  // unreachable now: the next attempt asks another
+}
+
+// One attempt to rejoin, then the timer for the next.
+void try_rejoin(Self self) {
+  auto& s = self->state;
+  if (s.rejoin_candidates.empty()) return;
+  const std::string& to = s.rejoin_candidates[s.rejoin_next++ % s.rejoin_candidates.size()];
+  spdlog::info("node {:016x}: asking {} to rejoin the cluster", s.setup.node_id, to);
+  contact(self, to);
+  self->delayed_send(self, s.setup.rejoin_interval, rejoin_atom::value, ++s.rejoin_attempt);
+}
+
+// The node lost the cluster (see node.hpp): drop every line, then ask to be let in again.
+void lose_cluster(Self self, const std::string& why) {
+  auto& s = self->state;
+  spdlog::warn("node {:016x}: {}; dropping its lines and rejoining", s.setup.node_id, why);
+  s.phase = NodePhase::rejoining;
+  if (s.grid_master) self->demonitor(s.grid_master);
+  s.grid_master = nullptr;
+  ++s.report_generation;
+  for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value);
+  for (const auto& m : s.line_masters) self->send(m, lost_atom::value);
+  // The GridMaster's node first: it decides; any other member passes the Join on. Then the seed we started from.
+  s.rejoin_candidates.clear();
+  auto add = [&](const std::string& address) {
+    if (!address.empty() && address != s.address &&
+        std::find(s.rejoin_candidates.begin(), s.rejoin_candidates.end(), address) == s.rejoin_candidates.end())
+      s.rejoin_candidates.push_back(address);
+  };
+  add(s.grid_master_address);
+  if (s.grid)
+    for (const MemberState& m : s.grid->members) add(m.place.address);
+  if (s.setup.seed_address) add(s.setup.seed_address->to_string());
+  s.rejoin_next = 0;
+  if (s.rejoin_candidates.empty())
+    spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
+  try_rejoin(self);
+}
+
+// Rejoined: copy the model of a line peer (a member otherwise), as a node joining a running cluster does, rather
+// than average the model it kept while it was out into everyone's.
+void warm_start(Self self) {
+  auto& s = self->state;
+  if (!s.grid) return;
+  std::vector<Placement> places;
+  for (const MemberState& m : s.grid->members) places.push_back(m.place);
+  const auto peer = warm_start_peer(places, s.setup.node_id);
+  if (!peer) return;
+  const auto member = std::find_if(s.grid->members.begin(), s.grid->members.end(),
+                                   [&](const MemberState& m) { return m.place.node_id == peer->node_id; });
+  if (!member->node) return;
+  const std::uint64_t from = peer->node_id;
+  self->request(member->node, std::chrono::seconds(30), warm_params_atom::value)
+      .then(
+          [self, from](std::uint64_t signature, FloatPayload& payload) {
+            auto& s = self->state;
+            if (signature != s.setup.store->signature() || payload.values.size() != s.setup.store->size()) return;
+            s.setup.store->assign(payload.values);
+            ++s.warm_starts;
+            spdlog::info("node {:016x}: warm start: copied the model of node {:016x}", s.setup.node_id, from);
+          },
+          [self](caf::error& e) {
+            spdlog::warn("node {:016x}: warm start skipped: {}", self->state.setup.node_id, self->system().render(e));
+          });
+}
+
+void send_reports(Self self, std::uint64_t generation) {
+  auto& s = self->state;
+  if (generation != s.report_generation || s.phase != NodePhase::member) return;
+  collect_dims(self, [self](std::vector<DimensionStats> dims) {
+    if (self->state.grid_master) self->send(self->state.grid_master, make_report(self, dims));
+  });
+  self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
+}
+
 void begin(Self self, std::string address) {
   auto& s = self->state;
   s.address = std::move(address);
@@ -135,38 +229,61 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   drop_unexpected(self);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
-    if (s.grid_master && down.source == s.grid_master.address()) {
-      // No failover yet (docs/design.md): the lines keep running with their members; membership is frozen.
-      spdlog::warn("node {:016x}: the GridMaster is down; lines go on with their current members", s.setup.node_id);
-      s.grid_master = nullptr;
-    }
+    if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address())
+      lose_cluster(self, "lost contact with the GridMaster (" + self->system().render(down.reason) + ")");
   });
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
       [self](join_timeout_atom) {
+        if (self->state.phase != NodePhase::joining) return;
         conclude(self, JoinResult::unreachable,
                  "no answer from the seed within " + std::to_string(self->state.setup.join_timeout.count()) + " ms");
       },
       [self](const Welcome& w) {
         auto& s = self->state;
-        if (s.outcome.result != JoinResult::pending || w.node_id != s.setup.node_id || !w.grid_master) return;
+        const bool rejoined = s.phase == NodePhase::rejoining;
+        if ((s.phase != NodePhase::joining && !rejoined) || w.node_id != s.setup.node_id || !w.grid_master) return;
+        s.phase = NodePhase::member;
         s.grid_master = w.grid_master;
+        s.grid_master_address = w.grid_master_address;
         s.epoch = w.epoch;
         self->monitor(s.grid_master);
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
         connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
-        spdlog::info("node {:016x}: welcomed into cluster epoch {}", s.setup.node_id, s.epoch);
-        conclude(self, JoinResult::welcomed, "");
-        self->send(self, tick_atom::value);
+        if (rejoined) {
+          ++s.rejoins;
+          spdlog::info("node {:016x}: rejoined the cluster, epoch {}", s.setup.node_id, s.epoch);
+          warm_start(self);
+        } else {
+          spdlog::info("node {:016x}: welcomed into cluster epoch {}", s.setup.node_id, s.epoch);
+          conclude(self, JoinResult::welcomed, "");
+        }
+        send_reports(self, ++s.report_generation);
       },
       [self](const Reject& r) {
-        if (r.node_id == self->state.setup.node_id) conclude(self, JoinResult::rejected, r.reason);
+        auto& s = self->state;
+        if (r.node_id != s.setup.node_id) return;
+        if (s.phase == NodePhase::joining) return conclude(self, JoinResult::rejected, r.reason);
+        // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"); the
+        // next attempt asks again.
+        if (s.phase == NodePhase::rejoining)
+          spdlog::info("node {:016x}: not let back in yet: {}", s.setup.node_id, r.reason);
+      },
+      [self](const Removed& r) {
+        auto& s = self->state;
+        if (s.phase != NodePhase::member || r.node_id != s.setup.node_id || r.epoch != s.epoch) return;
+        lose_cluster(self, "the GridMaster took it out of the grid (layout version " +
+                               std::to_string(r.layout_version) + ")");
+      },
+      [self](rejoin_atom, std::uint64_t attempt) {
+        auto& s = self->state;
+        if (s.phase == NodePhase::rejoining && attempt == s.rejoin_attempt) try_rejoin(self);
       },
       [self](const Join& join) {
         // We are the joiner's seed: the GridMaster decides, and answers the joiner itself.
         auto& s = self->state;
-        if (s.grid_master)
+        if (s.phase == NodePhase::member && s.grid_master)
           self->send(s.grid_master, join);
         else if (join.node)
           self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster"});
@@ -176,22 +293,14 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (!s.grid || std::tie(grid.epoch, grid.layout_version) > std::tie(s.grid->epoch, s.grid->layout_version))
           s.grid = std::move(grid);
       },
-      [self](tick_atom) {
-        auto& s = self->state;
-        if (!s.grid_master || s.leaving) return;
-        collect_dims(self, [self](std::vector<DimensionStats> dims) {
-          if (self->state.grid_master) self->send(self->state.grid_master, make_report(self, dims));
-        });
-        self->delayed_send(self, s.setup.report_interval, tick_atom::value);
-      },
+      [self](tick_atom, std::uint64_t generation) { send_reports(self, generation); },
       [self](stats_atom) {
         auto promise = self->make_response_promise<NodeStats>();
         collect_dims(self, [self, promise](std::vector<DimensionStats> dims) mutable {
           auto& s = self->state;
           std::uint64_t bad = s.bad_messages;
           for (const auto& d : dims) bad += d.rounds.malformed;
-          promise.deliver(
-              NodeStats{s.setup.node_id, s.outcome.result == JoinResult::welcomed && !s.leaving, std::move(dims), bad});
+          promise.deliver(NodeStats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad});
         });
         return promise;
       },
@@ -219,9 +328,10 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
       },
       [self](stop_atom) {
         auto& s = self->state;
-        if (s.leaving) return;
-        s.leaving = true;
-        if (!s.grid_master) {
+        if (s.phase == NodePhase::leaving) return;
+        const bool member = s.phase == NodePhase::member;
+        s.phase = NodePhase::leaving;
+        if (!member) {
           conclude(self, JoinResult::stopped, "stopped before the join was answered");
           self->quit(caf::exit_reason::user_shutdown);
           return;

@@ -4,8 +4,15 @@
 //
 // It keeps: its id, its ParameterStore, its DimensionNode and LineMaster for each of kDimsOffered dimensions (its
 // children), the GridMaster's handle once welcomed, and the last GridState the GridMaster pushed.
+// Phases (NodePhase): joining -> member -> leaving, and member -> rejoining -> member when it loses the cluster: a
+// down_msg of the GridMaster (the connection to it was lost: a stall past the connection timeout, a network
+// fault; with no failover yet, also the GridMaster's death), or Removed (the GridMaster took it out while it is
+// alive). Losing the cluster, it drops every line (lost_atom to its DimensionNodes and LineMasters), then asks to
+// join again through the members it knew (the GridMaster's node first, then the others, then its seed), one
+// every rejoin_interval, round and round, until one welcomes it; then it copies the model of a line peer (warm
+// start) and goes on. Nothing here decides that the GridMaster is dead: a node only knows it lost contact.
 // It reacts to: begin_atom (join: bootstrap a cluster by spawning its GridMaster, or contact a seed), Welcome or
-// Reject, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
+// Reject, Removed, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
 // model, for a joining node's warm start), allow_rounds_atom (allreduce.every_steps: passed on to the LineMaster
 // of that dimension), stop_atom (Leave, then end).
@@ -38,6 +45,7 @@ struct NodeSetup {
   std::optional<config::Endpoint> seed_address;  // through the node listening here, or else bootstrap
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
+  std::chrono::milliseconds rejoin_interval{1000};  // between two attempts to rejoin, each to another member
   bool paced_by_every_steps = false;  // see LineMasterState::every_steps_budget
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
@@ -46,18 +54,29 @@ struct NodeSetup {
   std::shared_ptr<learner::TrainingProgress> progress;
 };
 
+enum class NodePhase { joining, member, rejoining, leaving };
+
 struct NodeState {
   static inline const char* name = "node";
+  NodePhase phase = NodePhase::joining;
   NodeSetup setup;
   std::string address;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered, dimension d at index d
   std::vector<caf::actor> line_masters;
-  caf::actor grid_master;  // the cluster's, once welcomed; null again if it goes down
+  caf::actor grid_master;  // the cluster's while a member; null otherwise
+  std::string grid_master_address;  // advertised host:port of the node hosting it, from the last Welcome
   std::uint64_t epoch = 0;
   JoinOutcome outcome;
   std::vector<caf::typed_response_promise<JoinOutcome>> outcome_waiters;
-  std::optional<GridState> grid;
-  bool leaving = false;
+  std::optional<GridState> grid;  // the last the GridMaster pushed
+  // Rejoining: whom to ask (addresses, "local:<id>" for nodes of this process), the next one, and the attempt
+  // whose timer is armed (older timers are ignored).
+  std::vector<std::string> rejoin_candidates;
+  std::size_t rejoin_next = 0;
+  std::uint64_t rejoin_attempt = 0;
+  std::uint64_t rejoins = 0;      // times it lost the cluster and was welcomed back
+  std::uint64_t warm_starts = 0;  // models copied from a line peer on rejoining
+  std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
   std::vector<float> parameters;  // fetched for a report; kept to save the allocation
   std::uint64_t bad_messages = 0;
 };

@@ -64,16 +64,18 @@ Result<GridView> NodeHandle::grid_view(std::chrono::milliseconds timeout) const 
 Result<std::optional<std::uint64_t>> NodeHandle::warm_start() const {
   auto view = grid_view();
   if (!view) return view.error();
-  const auto peer = warm_start_peer(view.value(), id_);
+  std::vector<Placement> members;
+  for (const NodeView& n : view.value().nodes) members.push_back(n.place);
+  const auto peer = warm_start_peer(members, id_);
   if (!peer) return std::optional<std::uint64_t>();
-  auto at = config::parse_endpoint(peer->place.address);
-  if (!at) return Error{.message = "warm start: member " + peer->place.address + " does not listen: " +
+  auto at = config::parse_endpoint(peer->address);
+  if (!at) return Error{.message = "warm start: member " + peer->address + " does not listen: " +
                                    at.error().to_string()};
   auto member = system_->middleman().remote_actor(at.value().host, at.value().port);
   if (!member)
-    return Error{.message = "warm start: cannot reach " + peer->place.address + ": " + system_->render(member.error())};
+    return Error{.message = "warm start: cannot reach " + peer->address + ": " + system_->render(member.error())};
   if (Status copied = fetch_model(*system_, *member, *store_); !copied.ok()) return copied.error();
-  return std::optional<std::uint64_t>(peer->place.node_id);
+  return std::optional<std::uint64_t>(peer->node_id);
 }
 
 namespace {
@@ -109,6 +111,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                   .seed_address = options.seed_address,
                   .report_interval = options.report_interval,
                   .join_timeout = options.join_timeout,
+                  .rejoin_interval = options.rejoin_interval,
                   .paced_by_every_steps = options.paced_by_every_steps,
                   .outcome = std::move(outcome),
                   .progress = options.progress};

@@ -43,6 +43,8 @@ struct NodeOptions {
   bool listen = true;
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
+  // Having lost the cluster, the node asks one member every rejoin_interval to let it back in (actors/node.hpp).
+  std::chrono::milliseconds rejoin_interval{1000};
   // allreduce.every_steps > 0: this node's LineMasters start a round only when allow_rounds() allowed one.
   bool paced_by_every_steps = false;
   // The trainer's progress, for the node's reports (gridnode status); null when it does not train.

@@ -23,18 +23,18 @@ Status fetch_model(caf::actor_system& system, const caf::actor& peer, learner::P
   return result;
 }
 
-std::optional<NodeView> warm_start_peer(const GridView& view, std::uint64_t self_id) {
-  const NodeView* self = nullptr;
-  for (const auto& n : view.nodes)
-    if (n.place.node_id == self_id) self = &n;
-  std::optional<NodeView> any;
-  for (const auto& n : view.nodes) {
-    if (n.place.node_id == self_id) continue;
-    if (!any) any = n;
-    if (!self || n.place.coords.size() != self->place.coords.size()) continue;
+std::optional<Placement> warm_start_peer(const std::vector<Placement>& members, std::uint64_t self_id) {
+  const Placement* self = nullptr;
+  for (const auto& m : members)
+    if (m.node_id == self_id) self = &m;
+  std::optional<Placement> any;
+  for (const auto& m : members) {
+    if (m.node_id == self_id) continue;
+    if (!any) any = m;
+    if (!self || m.coords.size() != self->coords.size()) continue;
     int differ = 0;
-    for (std::size_t d = 0; d < n.place.coords.size(); ++d) differ += n.place.coords[d] != self->place.coords[d];
-    if (differ == 1) return n;
+    for (std::size_t d = 0; d < m.coords.size(); ++d) differ += m.coords[d] != self->coords[d];
+    if (differ == 1) return m;
   }
   return any;
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "actors/reports.hpp"
 #include "base/result.hpp"
@@ -21,8 +22,8 @@ namespace gridtrain::actors {
 Status fetch_model(caf::actor_system& system, const caf::actor& peer, learner::ParameterStore& store,
                    std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
-// The member to copy from, out of `view`, for the node `self_id`: one that shares a line with it (all its
+// The member to copy from, out of `members`, for the node `self_id`: one that shares a line with it (all its
 // coordinates but one) if there is one, else any other member; nullopt when it is alone (nothing to copy).
-std::optional<NodeView> warm_start_peer(const GridView& view, std::uint64_t self_id);
+std::optional<Placement> warm_start_peer(const std::vector<Placement>& members, std::uint64_t self_id);
 
 }  // namespace gridtrain::actors

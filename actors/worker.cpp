@@ -189,6 +189,15 @@ caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup) 
         complete_if_done(self);
         publish_stats(self);
       },
+      [self](lost_atom) {
+        // The node lost the cluster: the line is gone; a round in progress cannot finish.
+        auto& s = self->state;
+        if (s.round && !s.done) ++s.stats.abandoned;
+        s.round.reset();
+        s.done = false;
+        s.line.reset();
+        publish_stats(self);
+      },
       [self](stats_atom) { return self->state.stats; },
   };
 }

@@ -3,8 +3,8 @@
 //
 // It keeps: the line (peers, our index, the LineMaster) and the current Round, which it keeps after completion
 // so that slower peers still get our block's mean, until the next round of this slot replaces it.
-// It reacts to: StartLine (a new line drops the current round: abandoned, no update), StartRound and the peers'
-// chunks. A message of an older round is dropped and counted; one of a newer round makes it finish the current
+// It reacts to: StartLine (a new line drops the current round: abandoned, no update), lost_atom (the node lost the
+// cluster: the same, and no line until the next StartLine), StartRound and the peers' chunks. A message of an older round is dropped and counted; one of a newer round makes it finish the current
 // round with what it has (BIDMach's catchUp) and start the newer one. In timeout quorum mode a deadline message,
 // sent to itself when the round starts, lets the round go on with a quorum.
 // It tells: the peers' DimensionNodes (chunks), the LineMaster (RoundDone) and its parent (its RoundStats).

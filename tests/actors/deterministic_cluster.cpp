@@ -97,6 +97,10 @@ actors::NodeState& DeterministicCluster::state(std::uint64_t id) const {
   return state_of<actors::NodeState>(node(id));
 }
 
+caf::actor DeterministicCluster::grid_master_actor() const {
+  return state_of<actors::NodeState>(bootstrap_).grid_master;
+}
+
 actors::GridMasterState& DeterministicCluster::grid_master() const {
   REQUIRE_MESSAGE(bootstrap_, "no node has bootstrapped the cluster");
   const caf::actor& gm = state_of<actors::NodeState>(bootstrap_).grid_master;

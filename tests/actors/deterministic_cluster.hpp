@@ -57,6 +57,7 @@ class DeterministicCluster {
   // Read directly, without a message: for conditions checked after every message of a run.
   actors::NodeState& state(std::uint64_t id) const;
   actors::GridMasterState& grid_master() const;  // hosted by the node that bootstrapped, while it runs
+  caf::actor grid_master_actor() const;
   std::vector<std::uint64_t> members() const;    // as the GridMaster has them, ascending
   std::uint64_t rounds_in(std::uint64_t id, std::uint32_t dim) const;  // as the node's DimensionNode counts them
   std::uint64_t rounds_total(std::uint64_t id) const;

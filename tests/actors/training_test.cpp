@@ -194,22 +194,22 @@ TEST_CASE("warm start copies a member's model into the joining node's store, and
 
 TEST_CASE("warm start prefers a line peer, takes any member otherwise, and nobody when alone") {
   auto member = [](std::uint64_t id, std::int32_t x, std::int32_t y) {
-    actors::NodeView n;
-    n.place.node_id = id;
-    n.place.coords = {x, y};
+    actors::Placement n;
+    n.node_id = id;
+    n.coords = {x, y};
     return n;
   };
-  actors::GridView status;
-  status.nodes = {member(1, 0, 0), member(2, 1, 1), member(3, 1, 0)};
-  auto line_peer = actors::warm_start_peer(status, 2);
+  std::vector<actors::Placement> members;
+  members = {member(1, 0, 0), member(2, 1, 1), member(3, 1, 0)};
+  auto line_peer = actors::warm_start_peer(members, 2);
   REQUIRE(line_peer);
-  CHECK(line_peer->place.node_id == 3);  // shares coordinate 0 with node 2; node 1 shares none
-  status.nodes = {member(1, 0, 0), member(2, 1, 1)};
-  auto any = actors::warm_start_peer(status, 2);
+  CHECK(line_peer->node_id == 3);  // shares coordinate 0 with node 2; node 1 shares none
+  members = {member(1, 0, 0), member(2, 1, 1)};
+  auto any = actors::warm_start_peer(members, 2);
   REQUIRE(any);
-  CHECK(any->place.node_id == 1);
-  status.nodes = {member(2, 1, 1)};
-  CHECK_FALSE(actors::warm_start_peer(status, 2));
+  CHECK(any->node_id == 1);
+  members = {member(2, 1, 1)};
+  CHECK_FALSE(actors::warm_start_peer(members, 2));
 }
 
 TEST_CASE("a node joining a running cluster copies a member's current model through the member's Node") {
@@ -221,10 +221,11 @@ TEST_CASE("a node joining a running cluster copies a member's current model thro
   auto first = cluster.add(1, first_store, /*paced_by_every_steps=*/true);
   auto joining_store = testing::make_store(40, -2.0f);
   auto joining = cluster.add(2, joining_store, /*paced_by_every_steps=*/true);
-  auto status = cluster.status();
-  auto peer = actors::warm_start_peer(status, joining.id());
+  std::vector<actors::Placement> members;
+  for (const auto& n : cluster.status().nodes) members.push_back(n.place);
+  auto peer = actors::warm_start_peer(members, joining.id());
   REQUIRE(peer);
-  CHECK(peer->place.node_id == first.id());
+  CHECK(peer->node_id == first.id());
   CHECK(actors::fetch_model(cluster.system(), first.actor(), *joining_store).ok());
   CHECK(testing::read(*joining_store) == testing::read(*first_store));
 }
