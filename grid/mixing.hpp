@@ -11,7 +11,7 @@ namespace gridtrain::grid {
 //
 // The model is the grid allreduce with θ = α = 1: round t replaces the value of every node, line by line in
 // dimension t mod dims(), with the exact mean of its line; a line of one keeps its value. A full cube reaches the
-// mean in dims() rounds.
+// mean in dims() rounds; layout.cpp says what a partial one needs.
 struct Mixing {
   int rounds = 0;        // rounds run
   bool reached = false;  // after `rounds`, every value is within the tolerance of the mean
