@@ -1,7 +1,10 @@
-// How many nodes a join or leave moves in grid::Layout, and how long it takes.
+// How many nodes a join or leave moves in grid::Layout, how long it takes, and how fast its lines average.
 //
 // For each shape: grow one join at a time to N, churn (random joins and leaves) around N, shrink by random leaves
-// to 0, then oscillate around a full cube to show the hysteresis. Prints one table row per shape and phase.
+// to 0, then oscillate around a full cube to show the hysteresis. Prints one table row per shape and phase, then
+// the effective shapes a cluster passes through while it grows (each change of dimensions moves everyone), then
+// the rounds of line averaging (θ = α = 1) until every node is within 1e-6 of the initial spread from the mean,
+// starting from each node's rank, for clusters grown one join at a time.
 //
 // A resize is compared with a lower bound that any balanced layout must pay:
 //   shrink: every node outside the smaller cube must move;
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "grid/layout.hpp"
+#include "grid/mixing.hpp"
 
 namespace {
 
@@ -155,6 +159,57 @@ void row(const std::string& shape, const std::string& name, const Phase& p) {
       p.stops.mean());
 }
 
+std::string shape_text(const Layout& layout) {
+  return std::to_string(layout.side()) + "^" + std::to_string(layout.dims());
+}
+
+// Where the effective dimensions change while a cluster grows one join at a time to n_max.
+void dims_changes(const std::string& name, const std::function<Layout()>& make, std::size_t n_max) {
+  Layout layout = make();
+  std::string line;
+  int changes = 0;
+  std::uint64_t moved = 0;
+  int dims = 0;
+  for (NodeId node = 1; node <= n_max; ++node) {
+    const LayoutDelta delta = layout.add(node);
+    if (layout.dims() == dims) continue;
+    if (dims != 0) {
+      ++changes;
+      moved += delta.moved.size();
+    }
+    dims = layout.dims();
+    line += " " + std::to_string(node) + ":" + shape_text(layout);
+  }
+  std::printf("%-9s %2d changes, %6llu moves |%s\n", name.c_str(), changes, static_cast<unsigned long long>(moved),
+              line.c_str());
+}
+
+// One row per table: `name`, then one cell per size of `width` characters.
+std::string table_row(const std::string& name, const std::vector<std::string>& cells, int width) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%-9s |", name.c_str());
+  std::string out = text;
+  for (const std::string& cell : cells) {
+    std::snprintf(text, sizeof text, " %*s", width, cell.c_str());
+    out += text;
+  }
+  return out;
+}
+
+// Rounds to the mean ("!" where not reached) and the effective shape at each of `sizes`, for a cluster grown one
+// join at a time.
+void mixing_cells(const std::function<Layout()>& make, const std::vector<std::size_t>& sizes,
+                  std::vector<std::string>& rounds, std::vector<std::string>& shapes) {
+  Layout layout = make();
+  std::size_t n = 0;
+  for (const std::size_t size : sizes) {
+    while (n < size) layout.add(++n);
+    const gridtrain::grid::Mixing mixing = gridtrain::grid::rounds_to_mean(layout, 1e-6, 10000);
+    rounds.push_back(std::to_string(mixing.rounds) + (mixing.reached ? "" : "!"));
+    shapes.push_back(shape_text(layout));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,7 +218,7 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<std::string, std::function<Layout()>>> shapes = {
       {"d=1", [] { return Layout::fixed(1); }},       {"d=2", [] { return Layout::fixed(2); }},
       {"d=3", [] { return Layout::fixed(3); }},       {"d=4", [] { return Layout::fixed(4); }},
-      {"auto(16)", [] { return Layout::automatic(16); }}};
+      {"d=6", [] { return Layout::fixed(6); }},       {"auto(16)", [] { return Layout::automatic(16); }}};
 
   std::printf("grid::Layout moves and timings: grow to n = %zu, %zu churn operations, shrink to 0\n", n_max, churn);
   std::printf("moves: nodes other than the joining/leaving one whose coordinates changed; rsz: resizes keeping d;\n");
@@ -202,5 +257,28 @@ int main(int argc, char** argv) {
     row(name, "shrink", shrink);
     row(name, "s^d+-2", oscillate);
   }
+
+  std::printf("\nEffective shapes while growing to n = %zu, one join at a time: n:side^dims where dims change\n",
+              n_max);
+  for (const auto& [name, make] : shapes) dims_changes(name, make, n_max);
+
+  std::vector<std::size_t> sizes;
+  std::vector<std::string> columns;
+  for (std::size_t n = 2; n <= 16; ++n) sizes.push_back(n);
+  for (const std::size_t n : {64, 256, 1024, 4096}) sizes.push_back(n);
+  for (const std::size_t n : sizes) columns.push_back(std::to_string(n));
+  std::vector<std::string> round_rows = {table_row("n", columns, 4)}, shape_rows = {table_row("n", columns, 6)};
+  for (const auto& [name, make] : shapes) {
+    if (name == "d=6") continue;  // the table the tests hold: d <= 4 and auto(16)
+    std::vector<std::string> rounds, shape;
+    mixing_cells(make, sizes, rounds, shape);
+    round_rows.push_back(table_row(name, rounds, 4));
+    shape_rows.push_back(table_row(name, shape, 6));
+  }
+  std::printf("\nRounds until every node is within 1e-6 of the initial spread from the mean ");
+  std::printf("(from ranks; !: not reached)\n");
+  for (const std::string& line : round_rows) std::printf("%s\n", line.c_str());
+  std::printf("\nEffective shape (side^dims) of those layouts\n");
+  for (const std::string& line : shape_rows) std::printf("%s\n", line.c_str());
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include "grid/layer_choice.hpp"
+
 // Why the layout is built this way:
 //
 // - Layers. The occupied cells are always whole layers plus part of at most one more ("the partial layer").
@@ -17,18 +19,56 @@
 //   * only a leave from a whole layer while another layer is partial moves one node from the partial layer into
 //     the hole. We prefer a node on one of the hole's lines (one line fewer changes) that masters no line (no
 //     stop_line), and fall back to the highest position.
+// - Connectivity (nodes are adjacent when they share a line). Let L_t and L_u be whole layers with u = t + 1 mod s.
+//   A node of L_u at position (x_0..x_{d-2}) shares its dimension-(d-1) line with the L_t node at the same position,
+//   and its dimension-k line (k < d-1) with the L_t node at x_k + 1 (one step along dimension k changes the layer by
+//   one). Alternating the two, a walk reaches from any L_t node the L_t node one step further along any dimension
+//   k < d-1, so all of Z_s^(d-1): L_t and L_u are connected. Any other node's dimension-0 line holds an L_t cell,
+//   occupied: everyone is connected, and has a partner. Without two whole layers some node may be alone (a layer
+//   holds one cell per line), and two whole layers need not connect (t - u sharing a factor with s: layers 0 and 2
+//   of side 4 split in two). So a cube (d >= 2) is used only while w >= 2 layers are whole, two of them consecutive
+//   (mod s); d = 1 is one line of everybody. The whole layers change:
+//   * on a join, only by the partial layer becoming whole: the pair stays;
+//   * on a leave from a whole layer X with no partial layer: if every consecutive pair uses X, the hole is filled
+//     from another whole layer Y that no remaining pair needs (w >= 3 here, as w - 1 >= 2), which becomes partial
+//     instead: still at most one move;
+//   * on a resize, which keeps the layers holding the most nodes among the sets with a consecutive pair.
+// - Mixing. A full cube averages to the exact mean in d rounds (one per dimension). With w of s layers whole it is
+//   slower the smaller w/s: in 2 dimensions with whole layers 0..w-1, two rounds multiply a mode of frequency k by
+//   |F(k)|^2, F(k) = (1/w) sum_{t<w} e^(2 pi i t k / s), which is 0 for w = s, 1/(s-1)^2 for w = s - 1, and tends
+//   to 1 as w/s does to 0; for w >= s/2 it is at most 1/2 (the worst: s = 4, w = 2). So a cube also needs
+//   w >= s/2: then every layout measured reaches the mean (1e-6 of the initial spread, from ranks) within 21 rounds
+//   per dimension, the worst being 4 x 4 with 10 nodes. Measured for every n <= 4096 grown by joins (fixed(1..6),
+//   automatic(4) and (16)) and along random churn; mixing_test.cpp and the property test hold it on samples.
+//   w >= 2 alone needs up to 23 rounds per dimension at d = 4 (n = 290 on 5^4) and 33 at d = 5 (n = 3126 on 6^5),
+//   more as s grows, with lines as short as 2 nodes where the user asked for about n^(1/d).
+// - Shapes. With w = floor(n / s^(d-1)) whole layers, a cube (d >= 2, side s) is valid for n when
+//   max(2, ceil(s/2)) <= w, n <= s^d, and n > (s-1)^d - (s-1)^(d-1)/2 (the resize hysteresis below). d = 1 is
+//   valid for every n >= 1. A shape's margin is half a layer of the next smaller cube, max(1, (s-1)^(d-1)/2); its
+//   slack at n is how many leaves it survives, and how many joins unless a growth to side s+1 keeps the full margin
+//   (then joins only resize). The policy ranks dimensions (fixed(D): D down to 1; automatic(m): the fewest whose
+//   lines hold <= m nodes, then more, then fewer, whose lines exceed m: connectivity wins) and for each operation:
+//   1. keeps a valid shape if its dimensions content the policy (fixed: D; automatic: lines within m and not
+//      n <= m^(d-1)/2), or resizes it to the smallest side if that one is settled (slack >= margin/2);
+//   2. else moves to better-ranked dimensions whose smallest cube is steady (slack >= margin), the best first;
+//   3. else keeps a valid shape; else takes the best-ranked settled shape, else the best-ranked valid one.
+//   A new shape starts with slack >= margin/2 (a better-ranked one only once steady, which it was not when the last
+//   choice was made), so a change of dimensions, which moves everyone, is followed by at least half the new shape's
+//   margin of operations before the next: measured over random runs, and held by the property test. Growing from 1
+//   to 5000 nodes changes dimensions once with fixed(2) (at n = 7), 6 times with fixed(3), 13 with fixed(4);
+//   bench_grid_moves counts them, and their moves, for every shape.
 // - Resizing. Growth happens only when the cube is full, so every inner cell is occupied, and any choice of
 //   layers in the bigger cube keeps the nodes on its inner cells: only the cells on the new outer faces must be
 //   filled, about d*n/(s+1) nodes, which is also what balance forces. Shrinking keeps every node that sits in
 //   the smaller cube on a chosen layer. Both use one rule: choose the layers that already hold the most nodes
-//   (greedy is optimal for "whole layers plus one partial"), keep those nodes, and move the rest into the free
-//   cells of the chosen layers. bench_grid_moves measures resizes at 1.00-1.01x a lower bound on the moves that
-//   any balanced layout of the new side needs.
+//   (greedy is optimal for "whole layers plus one partial"; with the consecutive pair it is checked and else
+//   repaired by trying every pair), keep those nodes, and move the rest into the free cells of the chosen layers.
+//   bench_grid_moves measures resizes at 1.00-1.01x a lower bound on the moves that any balanced layout of the
+//   new side needs for d <= 3, 1.06-1.08x for d = 4.
 // - Hysteresis. A cube of side s shrinks only once n <= (s-1)^d - (s-1)^(d-1)/2, half a layer of the smaller
 //   cube below its capacity; it grows when full. Joins and leaves oscillating around s^d therefore pay for a
 //   resize (~d*n/s moves) at most once per ~n/(2s) operations: about 2d moves per operation in the worst case.
-//   Automatic dimensions step down only at n <= max_line^(d-1) / 2, half of what d-1 dimensions hold, since a
-//   change of dimensions moves everyone.
+//   Automatic dimensions step down only at n <= max_line^(d-1) / 2, half of what d-1 dimensions hold.
 // - d = 1 is one line of everybody. Nodes keep their coordinate for life, the side is the highest occupied
 //   coordinate + 1, and a join takes the lowest free coordinate, so nobody ever moves.
 
@@ -61,6 +101,45 @@ std::uint64_t shrink_below(int side, int dims) {
   const auto q = static_cast<std::uint64_t>(side - 1);
   return power(q, dims) - power(q, dims - 1) / 2;
 }
+
+// ---- shapes (the "Shapes" note above); d >= 2 unless said ----
+
+// The fewest whole layers a cube of side s may have: two, to connect, and half of them, to mix.
+std::uint64_t least_whole(int side) { return std::max<std::uint64_t>(2, (static_cast<std::uint64_t>(side) + 1) / 2); }
+
+// The fewest nodes a cube of d dimensions and side s holds.
+std::uint64_t fewest(int dims, int side) {
+  return std::max(shrink_below(side, dims) + 1, least_whole(side) * power(static_cast<std::uint64_t>(side), dims - 1));
+}
+
+std::uint64_t margin(int dims, int side) {
+  return std::max<std::uint64_t>(1, power(static_cast<std::uint64_t>(side - 1), dims - 1) / 2);
+}
+
+bool valid(int dims, int side, std::uint64_t n) {
+  if (dims == 1) return n >= 1;
+  return side >= 2 && n >= fewest(dims, side) && n <= power(static_cast<std::uint64_t>(side), dims);
+}
+
+// Operations the shape survives from n (valid there); kSaturated for d = 1, which survives any.
+std::uint64_t slack(int dims, int side, std::uint64_t n) {
+  if (dims == 1) return kSaturated;
+  const std::uint64_t cells = power(static_cast<std::uint64_t>(side), dims);
+  // Joins beyond a full cube only resize when the next side enters with its full margin.
+  const bool grows = fewest(dims, side + 1) + margin(dims, side + 1) <= cells + 1;
+  return std::min(n - fewest(dims, side), grows ? kSaturated : cells - n);
+}
+
+bool steady(int dims, int side, std::uint64_t n) {
+  return valid(dims, side, n) && (dims == 1 || slack(dims, side, n) >= margin(dims, side));
+}
+
+bool settled(int dims, int side, std::uint64_t n) {
+  return valid(dims, side, n) && (dims == 1 || slack(dims, side, n) >= (margin(dims, side) + 1) / 2);
+}
+
+// The smallest side of d dimensions that holds n; d = 1 holds n on n coordinates.
+int smallest_side(int dims, std::uint64_t n) { return dims == 1 ? static_cast<int>(n) : ceil_root(n, dims); }
 
 bool has(const std::vector<NodeId>& nodes, NodeId node) {
   return std::find(nodes.begin(), nodes.end(), node) != nodes.end();
@@ -109,7 +188,7 @@ class Layout::Change {
 };
 
 Layout::Layout(int fixed_dims, int max_line)
-    : fixed_dims_(fixed_dims), max_line_(max_line), cube_(fixed_dims == 0 ? 1 : fixed_dims, 0),
+    : fixed_dims_(fixed_dims), max_line_(max_line), cube_(1, 0),
       lines_(empty_lines(cube_)) {}
 
 Layout Layout::fixed(int dims) {
@@ -161,22 +240,69 @@ std::vector<LineState> Layout::lines() const {
 
 // ---- policy ---------------------------------------------------------------------------------------------------
 
-int Layout::dims_for(std::uint64_t n) const {
-  if (fixed_dims_ != 0) return fixed_dims_;
-  if (n == 0) return 1;
-  const int d = cube_.dims();
-  const auto m = static_cast<std::uint64_t>(max_line_);
-  const bool too_big = d < kMaxDims && n > power(m, d);
-  const bool too_small = d > 1 && n <= power(m, d - 1) / 2;
-  if (!too_big && !too_small) return d;
-  int fewest = 1;
-  while (fewest < kMaxDims && n > power(m, fewest)) ++fewest;
-  return fewest;
+// The dimensions the policy ranks for n, best first; 1 always comes last or before fewer-than-needed ones.
+std::vector<int> Layout::preferences(std::uint64_t n) const {
+  std::vector<int> out;
+  if (fixed_dims_ != 0) {
+    for (int d = fixed_dims_; d >= 1; --d) out.push_back(d);
+    return out;
+  }
+  int least = 1;
+  while (least < kMaxDims && n > power(static_cast<std::uint64_t>(max_line_), least)) ++least;
+  for (int d = least; d <= kMaxDims; ++d) out.push_back(d);
+  for (int d = least - 1; d >= 1; --d) out.push_back(d);
+  return out;
 }
 
-bool Layout::must_shrink(std::uint64_t n) const {
-  if (n == 0) return cube_.side() != 0;
-  return cube_.dims() >= 2 && n <= shrink_below(cube_.side(), cube_.dims());
+// Whether the policy keeps these dimensions for n without looking for better ones.
+bool Layout::content(int dims, std::uint64_t n) const {
+  if (fixed_dims_ != 0) return dims == fixed_dims_;
+  const auto m = static_cast<std::uint64_t>(max_line_);
+  const bool fits = dims == kMaxDims || n <= power(m, dims);
+  return fits && (dims == 1 || n > power(m, dims - 1) / 2);
+}
+
+Layout::Shape Layout::shape_for(std::uint64_t n) const {
+  if (n == 0) return Shape{1, 0};
+  const Shape now{cube_.dims(), cube_.side()};
+  const bool now_valid = now.side > 0 && valid(now.dims, now.side, n);
+  if (content(now.dims, n)) {
+    if (now_valid) return now;
+    const Shape resized{now.dims, smallest_side(now.dims, n)};
+    if (settled(resized.dims, resized.side, n)) return resized;
+  }
+  const std::vector<int> ranked = preferences(n);
+  for (const int d : ranked) {
+    if (d == now.dims) break;
+    if (steady(d, smallest_side(d, n), n)) return Shape{d, smallest_side(d, n)};
+  }
+  if (now_valid) return now;
+  for (const int d : ranked) {
+    if (settled(d, smallest_side(d, n), n)) return Shape{d, smallest_side(d, n)};
+  }
+  for (const int d : ranked) {
+    if (valid(d, smallest_side(d, n), n)) return Shape{d, smallest_side(d, n)};
+  }
+  return Shape{1, static_cast<int>(n)};  // not reached: d = 1 is ranked and valid
+}
+
+// Why the current shape is not one the policy keeps for n, or "".
+std::string Layout::off_policy(std::uint64_t n) const {
+  const int d = cube_.dims();
+  if (n == 0) return d == 1 && cube_.side() == 0 ? "" : "empty layout with a shape";
+  if (d >= 2 && !valid(d, cube_.side(), n)) {
+    return "side " + std::to_string(cube_.side()) + " in " + std::to_string(d) + " dimensions is not valid for n = " +
+           std::to_string(n);
+  }
+  if (content(d, n)) return "";
+  for (const int better : preferences(n)) {
+    if (better == d) break;
+    if (steady(better, smallest_side(better, n), n)) {
+      return std::to_string(better) + " dimensions are steady for n = " + std::to_string(n) + " but " +
+             std::to_string(d) + " are used";
+    }
+  }
+  return "";
 }
 
 // ---- add and remove -------------------------------------------------------------------------------------------
@@ -184,15 +310,17 @@ bool Layout::must_shrink(std::uint64_t n) const {
 LayoutDelta Layout::add(NodeId node) {
   assert(node != kNoNode && !contains(node));
   const std::uint64_t n = cell_of_.size() + 1;
-  const int dims = dims_for(n);
+  const Shape target = shape_for(n);
   const bool full = cell_of_.size() == cube_.cells();
-  if (dims == 1 && full && cube_.side() > 0) {
-    // One more coordinate at the end: nobody moves and the one line keeps its number, so no rebuild.
-    cube_ = Cube(1, cube_.side() + 1);
-    cell_node_.push_back(kNoNode);
-    layer_count_.push_back(0);
-  } else if (dims != cube_.dims() || full) {
-    return reshape(dims, ceil_root(n, dims), node);
+  if (target.dims == 1 && cube_.dims() == 1 && cube_.side() > 0) {
+    if (full) {
+      // One more coordinate at the end: nobody moves and the one line keeps its number, so no rebuild.
+      cube_ = Cube(1, cube_.side() + 1);
+      cell_node_.push_back(kNoNode);
+      layer_count_.push_back(0);
+    }
+  } else if (target != Shape{cube_.dims(), cube_.side()}) {
+    return reshape(target, node);
   }
 
   const std::uint64_t cell = join_cell();
@@ -208,21 +336,23 @@ LayoutDelta Layout::remove(NodeId node) {
   assert(it != cell_of_.end());
   const std::uint64_t hole = it->second;
   const std::uint64_t n = cell_of_.size() - 1;
-  const int dims = dims_for(n);
-  if (dims != cube_.dims() || must_shrink(n)) {
+  const Shape target = shape_for(n);
+  const bool stays = n > 0 && (target.dims == 1 ? cube_.dims() == 1 : target == Shape{cube_.dims(), cube_.side()});
+  if (!stays) {
     vacate(hole);
     cell_of_.erase(it);
-    return reshape(dims, ceil_root(n, dims), kNoNode);
+    return reshape(target, kNoNode);
   }
 
   Change change(*this);
   change.touch(hole);
   // Chosen before the hole opens: the hole's layer is whole exactly when the partial layer is another one.
-  const bool fill = partial_ >= 0 && partial_ != cube_.layer(hole);
-  const std::uint64_t source = fill ? mover_cell(hole) : hole;
+  const int hole_layer = cube_.layer(hole);
+  const int from = partial_ >= 0 ? (partial_ != hole_layer ? partial_ : -1) : refill_layer(hole);
+  const std::uint64_t source = from >= 0 ? mover_cell(hole, from) : hole;
   vacate(hole);
   cell_of_.erase(it);
-  if (fill) {
+  if (from >= 0) {
     change.touch(source);
     const NodeId mover = cell_node_[source];
     vacate(source);
@@ -258,8 +388,30 @@ std::uint64_t Layout::join_cell() const {
   return 0;
 }
 
-// The node of the partial layer that fills a hole in a whole layer.
-std::uint64_t Layout::mover_cell(std::uint64_t hole) const {
+// With no partial layer, a leave makes the hole's whole layer the partial one, unless that layer is in every
+// consecutive pair of whole layers: then the layer returned (-1: none) gives a node to fill the hole and becomes
+// partial instead. It is one that no pair needs; the lowest whose node on the hole's lines masters nothing, if any.
+int Layout::refill_layer(std::uint64_t hole) const {
+  const int s = cube_.side();
+  if (cube_.dims() == 1 || s < 3) return -1;
+  const std::uint64_t per = cube_.lines_per_dim();
+  const auto whole = [&](int t) { return layer_count_[static_cast<std::size_t>((t + s) % s)] == per; };
+  int pairs = 0;
+  for (int t = 0; t < s; ++t) pairs += whole(t) && whole(t + 1) ? 1 : 0;
+  const auto pairs_without = [&](int t) { return pairs - (whole(t - 1) ? 1 : 0) - (whole(t + 1) ? 1 : 0); };
+  const int hole_layer = cube_.layer(hole);
+  if (pairs_without(hole_layer) > 0) return -1;
+  int first = -1;
+  for (int t = 0; t < s; ++t) {
+    if (t == hole_layer || !whole(t) || pairs_without(t) <= 0) continue;
+    if (!masters_any(mover_cell(hole, t))) return t;
+    if (first < 0) first = t;
+  }
+  return first;
+}
+
+// The node of layer `from` (the partial layer, or the one refill_layer chose) that fills a hole in a whole layer.
+std::uint64_t Layout::mover_cell(std::uint64_t hole, int from) const {
   const int d = cube_.dims();
   const int s = cube_.side();
   const Coords h = cube_.coords(hole);
@@ -267,8 +419,8 @@ std::uint64_t Layout::mover_cell(std::uint64_t hole) const {
   for (int k = 0; k + 1 < d; ++k) rest -= h[k];
   std::uint64_t fallback = kSaturated;
   for (int k = 0; k < d; ++k) {
-    // The one cell of the partial layer on the hole's line in dimension k.
-    const int x_k = k + 1 < d ? rest + h[k] - partial_ : partial_ - rest + h[k];
+    // The one cell of layer `from` on the hole's line in dimension k.
+    const int x_k = k + 1 < d ? rest + h[k] - from : from - rest + h[k];
     const int x = ((x_k % s) + s) % s;
     const std::uint64_t cell = cube_.line_cell(k, cube_.line_index(hole, k), x);
     if (cell_node_[cell] == kNoNode) continue;
@@ -277,10 +429,10 @@ std::uint64_t Layout::mover_cell(std::uint64_t hole) const {
   }
   if (fallback != kSaturated) return fallback;
   for (std::uint64_t pos = cube_.lines_per_dim(); pos-- > 0;) {
-    const std::uint64_t cell = cube_.layer_cell(partial_, pos);
+    const std::uint64_t cell = cube_.layer_cell(from, pos);
     if (cell_node_[cell] != kNoNode) return cell;
   }
-  assert(false && "mover_cell with an empty partial layer");
+  assert(false && "mover_cell from an empty layer");
   return 0;
 }
 
@@ -332,7 +484,9 @@ void Layout::refresh(LineState& line) const {
 
 // ---- resizing -------------------------------------------------------------------------------------------------
 
-LayoutDelta Layout::reshape(int dims, int side, NodeId added) {
+LayoutDelta Layout::reshape(Shape shape, NodeId added) {
+  const int dims = shape.dims;
+  const int side = shape.side;
   const Cube old_cube = cube_;
   const std::vector<NodeId> old_cells = std::move(cell_node_);
   std::vector<std::vector<LineState>> old_lines = std::move(lines_);
@@ -366,15 +520,13 @@ LayoutDelta Layout::reshape(int dims, int side, NodeId added) {
     stays.push_back(stay);
   }
 
-  // The layers that already hold the most nodes become whole, the next one partial.
+  // The layers that already hold the most nodes become whole, the next one partial; with d >= 2, two of the whole
+  // ones consecutive (the connectivity note).
   const std::uint64_t whole = per == 0 ? 0 : n / per;
   const std::uint64_t rest = per == 0 ? 0 : n % per;
-  std::vector<int> order(static_cast<std::size_t>(side));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return held[a] > held[b]; });
-  std::vector<char> is_whole(static_cast<std::size_t>(side), 0);
-  for (std::uint64_t i = 0; i < whole; ++i) is_whole[order[i]] = 1;
-  const int partial = rest > 0 ? order[whole] : -1;
+  const LayerChoice choice = choose_layers(held, whole, rest > 0, dims >= 2);
+  const std::vector<char>& is_whole = choice.whole;
+  const int partial = choice.partial;
 
   // Keep the nodes on whole layers, and on the partial layer those at its lowest positions.
   std::vector<const Stay*> on_partial;
@@ -464,10 +616,12 @@ std::string Layout::restore(const LayoutSnapshot& snap, Layout& out) {
   if (snap.fixed_dims < 0 || snap.fixed_dims > kMaxDims) return "fixed_dims out of range";
   if (snap.fixed_dims == 0 && snap.max_line < 2) return "automatic layout with max_line < 2";
   if (snap.dims < 1 || snap.dims > kMaxDims) return "dims out of range";
-  if (snap.fixed_dims != 0 && snap.dims != snap.fixed_dims) return "dims differ from fixed_dims";
+  if (snap.fixed_dims != 0 && snap.dims > snap.fixed_dims) return "more dims than fixed_dims";
   if (snap.side < 0 || power(static_cast<std::uint64_t>(snap.side), snap.dims) < snap.placements.size()) {
     return "side too small for the placements";
   }
+  // Before the cube is allocated: a cube (d >= 2) holds about as many cells as nodes.
+  if (snap.dims >= 2 && !valid(snap.dims, snap.side, snap.placements.size())) return "shape not valid for n";
   Layout layout(snap.fixed_dims, snap.max_line);
   layout.cube_ = Cube(snap.dims, snap.side);
   layout.cell_node_.assign(layout.cube_.cells(), kNoNode);
@@ -518,7 +672,7 @@ std::string Layout::check_invariants() const {
   const std::uint64_t per = cube_.lines_per_dim();
   if (cell_node_.size() != cube_.cells()) return "cell table has the wrong size";
   if (layer_count_.size() != static_cast<std::size_t>(s)) return "layer table has the wrong size";
-  if (fixed_dims_ != 0 && d != fixed_dims_) return "dims differ from the fixed dims";
+  if (fixed_dims_ != 0 && d > fixed_dims_) return "more dims than the fixed dims";
 
   // Cells and nodes are in one-to-one correspondence.
   for (std::size_t i = 0; i < cell_of_.size(); ++i) {
@@ -530,12 +684,9 @@ std::string Layout::check_invariants() const {
       std::count_if(cell_node_.begin(), cell_node_.end(), [](NodeId node) { return node != kNoNode; }));
   if (occupied != n) return "a cell holds a node that is not a member";
 
-  // The side is the one the policy gives.
-  if (n == 0 && s != 0) return "empty layout with a side";
+  // The shape is one the policy keeps: valid for n, and no better-ranked one steady.
   if (d == 1 && s > 0 && cell_node_[s - 1] == kNoNode) return "d = 1 with a free last coordinate";
-  if (d >= 2 && n > 0 && (n > cube_.cells() || n <= shrink_below(s, d))) {
-    return "side " + std::to_string(s) + " outside its hysteresis band for n = " + std::to_string(n);
-  }
+  if (std::string why = off_policy(n); !why.empty()) return why;
 
   // Whole layers plus at most one partial layer. Walks the cells like an odometer: no division per cell.
   std::vector<std::uint64_t> layers(static_cast<std::size_t>(s), 0);
@@ -552,6 +703,24 @@ std::string Layout::check_invariants() const {
     partial = t;
   }
   if (partial != partial_) return "partial layer is stale";
+  if (d >= 2) {
+    std::vector<char> whole(static_cast<std::size_t>(s));
+    for (int t = 0; t < s; ++t) whole[t] = layers[t] == per ? 1 : 0;
+    if (!has_consecutive_pair(whole)) return "no two consecutive layers are whole";
+  }
+
+  // Union-find over the nodes (numbered in id order) that the lines join: one group, and nobody alone.
+  std::vector<std::uint32_t> index_of(cell_node_.size(), 0);
+  for (std::size_t i = 0; i < cell_of_.size(); ++i) index_of[cell_of_[i].second] = static_cast<std::uint32_t>(i);
+  std::vector<std::uint32_t> parent(n);
+  std::iota(parent.begin(), parent.end(), 0u);
+  const auto root = [&parent](std::uint32_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::vector<std::uint32_t> size(n, 1);
+  std::vector<char> partnered(n, 0);
+  std::uint32_t line_root = 0;  // the root of the line walked below: one find per member, not two
 
   // Lines: all of them, in order, holding exactly their cells' nodes, balanced, each with a member as master.
   if (lines_.size() != static_cast<std::size_t>(d)) return "line table has the wrong number of dimensions";
@@ -564,10 +733,24 @@ std::string Layout::check_invariants() const {
       if (line.id != LineId{k, i}) return where(i) + " has the wrong id";
       std::size_t next = 0;
       std::uint64_t cell = cube_.line_cell(k, i, 0);
+      std::uint32_t first = 0;
       for (int at = 0; at < s; ++at, cell += cube_.stride(k)) {
         const NodeId node = cell_node_[cell];
         if (node == kNoNode) continue;
         if (next >= line.members.size() || line.members[next] != node) return where(i) + " members are stale";
+        const std::uint32_t at_index = index_of[cell];
+        if (next == 0) {
+          first = at_index;
+          line_root = root(first);
+        } else {
+          partnered[first] = partnered[at_index] = 1;
+          std::uint32_t other = root(at_index);
+          if (other != line_root) {
+            if (size[other] > size[line_root]) std::swap(other, line_root);  // by size: the trees stay shallow
+            parent[other] = line_root;
+            size[line_root] += size[other];
+          }
+        }
         ++next;
       }
       if (next != line.members.size()) return where(i) + " has extra members";
@@ -581,8 +764,16 @@ std::string Layout::check_invariants() const {
       return "dimension " + std::to_string(k) + " lines hold " + std::to_string(least) + " to " +
              std::to_string(most) + " nodes";
     }
-    if (fixed_dims_ == 0 && d < kMaxDims && most > static_cast<std::uint64_t>(max_line_)) {
-      return "a line holds more than max_line nodes";
+    if (fixed_dims_ == 0 && most > static_cast<std::uint64_t>(max_line_) && content(d, n)) {
+      return "a line holds more than max_line nodes";  // allowed only while no shape within max_line is steady
+    }
+  }
+  if (n >= 2) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!partnered[i]) return "node " + std::to_string(cell_of_[i].first) + " shares no line with another";
+    }
+    for (std::uint32_t i = 1; i < n; ++i) {
+      if (root(i) != root(0)) return "the lines do not connect node " + std::to_string(cell_of_[i].first);
     }
   }
   return "";

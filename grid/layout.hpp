@@ -51,22 +51,38 @@ struct LayoutSnapshot {
   bool operator==(const LayoutSnapshot&) const = default;
 };
 
-// The d-dimensional grid the GridMaster keeps: where every node sits, its lines, and their masters.
+// The grid the GridMaster keeps: where every node sits, its lines, and their masters.
 //
-// The grid is a cube of side s. Along every dimension, all s^(d-1) lines that the cube defines (empty ones
-// included) hold populations within 1 of each other. Every node has one cell, so one line per dimension.
-// Every non-empty line has one master, a member; it keeps its master while that master stays in the line, and
-// otherwise appoints its lowest member id. The same sequence of operations always gives the same layout.
+// The grid is a cube of side s in d' dimensions, d' the effective dimensions (dims(), at most what the policy
+// allows). Along every dimension, all s^(d'-1) lines that the cube defines (empty ones included) hold populations
+// within 1 of each other. Every node has one cell, so one line per dimension. Every non-empty line has one master, a
+// member; it keeps its master while that master stays in the line, and otherwise appoints its lowest member id. The
+// same sequence of operations always gives the same layout.
 //
-// Placement (layout.cpp says why): the occupied cells are whole layers plus part of one more (Cube), so a join
-// moves no one and a leave moves at most one node. The side grows when the cube is full and shrinks, with
-// hysteresis, when n <= (s-1)^d - (s-1)^(d-1)/2; a resize moves about d*n/s nodes. With d = 1 nobody ever moves.
+// The lines connect the cluster: with n >= 2 every node shares a line with another, and the graph of "shares a
+// line" is connected, so averaging along lines reaches everyone. How (layout.cpp has the details):
+// - The occupied cells are w whole "layers" plus part of one more; a layer holds one cell of every line, so every
+//   line holds w or w+1 nodes, a join moves no one, and a leave moves at most one node.
+// - A cube (d' >= 2) is used only while w >= 2 and two whole layers are consecutive (mod s). Proof sketch: from a
+//   node of one such layer to the other and back, along dimension d'-1 and then k, is one step along k; these
+//   steps reach the whole first layer, and every other node has a line into it. A layer alone, or two layers whose
+//   difference shares a factor with s, can leave nodes alone or split in two.
+// - A cube also needs w >= s/2, so that averaging mixes fast: every layout measured reaches the mean (mixing.hpp,
+//   to 1e-6 of the initial spread) within 21 rounds per effective dimension; a full cube needs d'.
+// - Where no cube of the allowed dimensions qualifies, fewer dimensions are used: one line of everybody (d' = 1)
+//   always qualifies. fixed(2) keeps one line up to 6 nodes (2 x 2 holds 4 but 5 would leave it again); fixed(3)
+//   drops to 6 x 6 at 28 nodes, which no connected 3-D cube holds, and returns to 3-D at 36.
+// - The shape changes with hysteresis: to a better-ranked one only with half a layer of margin, so joins and
+//   leaves at a boundary do not reshape every operation. A resize moves about d'*n/s nodes; a change of d' moves
+//   everyone. With d' = 1 nobody ever moves.
 class Layout {
  public:
+  // At most `dims` dimensions: the most whose cube connects and mixes (see above), fewer while n is small.
   // REQUIRES: 1 <= dims <= kMaxDims.
   static Layout fixed(int dims);
-  // The fewest dimensions (at most kMaxDims) whose lines hold at most max_line nodes; with hysteresis.
-  // Changing dimensions moves everyone. REQUIRES: max_line >= 2.
+  // The fewest dimensions (at most kMaxDims) whose lines hold at most max_line nodes, with hysteresis. Where no such
+  // shape connects n nodes (small max_line, small n), connectivity wins: fewer dimensions, longer lines. Changing
+  // dimensions moves everyone. REQUIRES: max_line >= 2.
   static Layout automatic(int max_line);
   // Rebuilds what snapshot() described: returns "" and sets `out`, or says why the snapshot is not a valid
   // layout and leaves `out` alone.
@@ -79,9 +95,9 @@ class Layout {
 
   bool contains(NodeId node) const { return find(node) != cell_of_.end(); }
   std::size_t size() const { return cell_of_.size(); }
-  int dims() const { return cube_.dims(); }
+  int dims() const { return cube_.dims(); }  // the effective dimensions; 1 while empty
   int side() const { return cube_.side(); }
-  std::vector<int> shape() const;  // side per dimension
+  std::vector<int> shape() const;  // side per effective dimension
   std::uint64_t lines_per_dim() const { return cube_.lines_per_dim(); }
   std::vector<NodeId> members() const;  // ascending
 
@@ -93,28 +109,37 @@ class Layout {
   std::vector<LineState> lines() const;  // the non-empty lines, ascending by id
 
   LayoutSnapshot snapshot() const;
-  // "" when every invariant above holds, else a description of the first violation. O(cells * dims).
+  // "" when every invariant above holds (connectivity included, and that the shape is the one the policy keeps),
+  // else a description of the first violation. O(cells * dims).
   std::string check_invariants() const;
 
  private:
   class Change;
+  struct Shape {
+    int dims = 1;
+    int side = 0;
+    bool operator==(const Shape&) const = default;
+  };
   using Placement = std::pair<NodeId, std::uint64_t>;
   Layout(int fixed_dims, int max_line);
 
   std::vector<Placement>::const_iterator find(NodeId node) const;
   std::uint64_t cell_of(NodeId node) const;
-  int dims_for(std::uint64_t n) const;
-  bool must_shrink(std::uint64_t n) const;
+  std::vector<int> preferences(std::uint64_t n) const;
+  bool content(int dims, std::uint64_t n) const;
+  std::string off_policy(std::uint64_t n) const;
+  Shape shape_for(std::uint64_t n) const;
   std::uint64_t join_cell() const;
-  std::uint64_t mover_cell(std::uint64_t hole) const;
+  int refill_layer(std::uint64_t hole) const;
+  std::uint64_t mover_cell(std::uint64_t hole, int from) const;
   bool masters_any(std::uint64_t cell) const;
   void place(NodeId node, std::uint64_t cell);
   void vacate(std::uint64_t cell);
   void count_layer(int layer, std::int64_t change);
   void refresh(LineState& line) const;
-  LayoutDelta reshape(int dims, int side, NodeId added);
+  LayoutDelta reshape(Shape shape, NodeId added);
 
-  int fixed_dims_;  // 0: automatic
+  int fixed_dims_;  // 0: automatic; else the most dimensions
   int max_line_;
   Cube cube_;
   std::vector<NodeId> cell_node_;            // per cell; kNoNode when free

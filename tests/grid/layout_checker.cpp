@@ -1,6 +1,7 @@
 #include "tests/grid/layout_checker.hpp"
 
 #include <algorithm>
+#include <ranges>
 #include <set>
 
 namespace gridtrain::grid::testing {
@@ -15,6 +16,39 @@ bool strictly_ascending(const std::vector<T>& items, Less less) {
 }
 
 }  // namespace
+
+std::string connected(const std::vector<std::vector<LineState>>& lines, const std::vector<NodeId>& nodes) {
+  if (nodes.size() < 2) return "";
+  std::vector<std::size_t> parent(nodes.size());
+  for (std::size_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  const auto root = [&parent](std::size_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  std::vector<char> partnered(nodes.size(), 0);
+  for (const LineState& line : std::views::join(lines)) {
+    if (line.members.size() < 2) continue;
+    std::size_t first = nodes.size();
+    for (const NodeId node : line.members) {
+      const auto it = std::lower_bound(nodes.begin(), nodes.end(), node);
+      if (it == nodes.end() || *it != node) return name(line.id) + " holds a stranger";
+      const auto at = static_cast<std::size_t>(it - nodes.begin());
+      partnered[at] = 1;
+      if (first == nodes.size()) {
+        first = at;
+      } else {
+        parent[root(at)] = root(first);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!partnered[i]) return "node " + std::to_string(nodes[i]) + " shares no line with another";
+    if (root(i) != root(0)) {
+      return "no line path from node " + std::to_string(nodes[0]) + " to " + std::to_string(nodes[i]);
+    }
+  }
+  return "";
+}
 
 LayoutChecker::LayoutChecker(Layout& layout) : layout_(layout) {
   for (const LineState& line : layout_.lines()) shadow(line.id) = line;
@@ -42,7 +76,14 @@ std::string LayoutChecker::after(const LayoutDelta& delta, NodeId added, NodeId 
   if (std::string why = apply_lines(delta); !why.empty()) return "delta: " + why;
   if (std::string why = compare_lines(); !why.empty()) return "lines: " + why;
   if (std::string why = check_moved(delta, added, removed); !why.empty()) return "moved: " + why;
+  if (std::string why = check_connected(); !why.empty()) return "connected: " + why;
   return "";
+}
+
+// On the lines as the deltas told them (compare_lines proved them the layout's), so on what the GridMaster sends.
+std::string LayoutChecker::check_connected() {
+  if (layout_.size() > 256 && ++operations_ % 61 != 0) return "";
+  return connected(lines_, layout_.members());
 }
 
 LineState& LayoutChecker::shadow(LineId id) {

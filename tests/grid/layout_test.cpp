@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,7 +42,7 @@ LayoutDelta remove(LayoutChecker& checker, NodeId node) {
   return delta;
 }
 
-// A layout of d = 2 with nodes 1..n added in order.
+// A layout of fixed(2) with nodes 1..n added in order.
 Layout grown(int n) {
   Layout layout = Layout::fixed(2);
   LayoutChecker checker(layout);
@@ -50,9 +52,11 @@ Layout grown(int n) {
 
 }  // namespace
 
-// Layers of side s: x1 = (x0 + t) mod s; a join takes the lowest free x0 of the partial layer, or opens the lowest
-// empty layer. Coordinates are written (x0, x1).
-TEST_CASE("d = 2 grows through the layouts worked out by hand for n = 1..10") {
+// fixed(2) keeps one line of everybody up to n = 6 (no 2-D cube has two whole layers for 2, 3 or 5 nodes, and 2 x 2
+// at n = 4 would have to give way again at n = 5), and forms the 3 x 3 at n = 7, once it has the margin. Layers of
+// side s: x1 = (x0 + t) mod s; a join takes the lowest free x0 of the partial layer, or opens the lowest empty layer.
+// Coordinates are written (x0, x1).
+TEST_CASE("fixed(2) grows through the layouts worked out by hand for n = 1..10") {
   Layout layout = Layout::fixed(2);
   LayoutChecker checker(layout);
   struct Step {
@@ -61,37 +65,36 @@ TEST_CASE("d = 2 grows through the layouts worked out by hand for n = 1..10") {
     std::vector<NodeId> moved;
   };
   const std::vector<Step> steps = {
-      {{1, 1}, {{1, {0, 0}}}, {}},
-      // Side 2, layer 0 is the diagonal: 2 fills it.
-      {{2, 2}, {{1, {0, 0}}, {2, {1, 1}}}, {}},
-      {{2, 2}, {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}}, {}},
-      {{2, 2}, {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}, {4, {1, 0}}}, {}},
-      // Side 3: layers mod 3 hold {1, 2} (t = 0), {3} (t = 1), {4} (t = 2). Layer 0 stays whole, layer 1 is
-      // partial with 2 cells; 4 moves into (2, 2), the free cell of layer 0, and 5 takes (1, 2) of layer 1.
-      {{3, 3}, {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}, {4, {2, 2}}, {5, {1, 2}}}, {4}},
-      {{3, 3}, {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}, {4, {2, 2}}, {5, {1, 2}}, {6, {2, 0}}}, {}},
-      {{3, 3}, {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}, {4, {2, 2}}, {5, {1, 2}}, {6, {2, 0}}, {7, {0, 2}}}, {}},
+      {{1}, {{1, {0}}}, {}},
+      {{2}, {{1, {0}}, {2, {1}}}, {}},
+      {{3}, {{1, {0}}, {2, {1}}, {3, {2}}}, {}},
+      {{4}, {{1, {0}}, {2, {1}}, {3, {2}}, {4, {3}}}, {}},
+      {{5}, {{1, {0}}, {2, {1}}, {3, {2}}, {4, {3}}, {5, {4}}}, {}},
+      {{6}, {{1, {0}}, {2, {1}}, {3, {2}}, {4, {3}}, {5, {4}}, {6, {5}}}, {}},
+      // Two dimensions: everyone moves. Layers 0 and 1 are whole, in coordinate order, and 7 opens layer 2.
+      {{3, 3}, {{1, {0, 0}}, {2, {1, 1}}, {3, {2, 2}}, {4, {0, 1}}, {5, {1, 2}}, {6, {2, 0}}, {7, {0, 2}}},
+       {1, 2, 3, 4, 5, 6}},
       {{3, 3},
-       {{1, {0, 0}}, {2, {1, 1}}, {3, {0, 1}}, {4, {2, 2}}, {5, {1, 2}}, {6, {2, 0}}, {7, {0, 2}}, {8, {1, 0}}},
+       {{1, {0, 0}}, {2, {1, 1}}, {3, {2, 2}}, {4, {0, 1}}, {5, {1, 2}}, {6, {2, 0}}, {7, {0, 2}}, {8, {1, 0}}},
        {}},
       {{3, 3},
        {{1, {0, 0}},
         {2, {1, 1}},
-        {3, {0, 1}},
-        {4, {2, 2}},
+        {3, {2, 2}},
+        {4, {0, 1}},
         {5, {1, 2}},
         {6, {2, 0}},
         {7, {0, 2}},
         {8, {1, 0}},
         {9, {2, 1}}},
        {}},
-      // Side 4: layers mod 4 hold {1, 2, 4}, {3, 5}, {6, 7}, {8, 9}. Layers 0 and 1 stay whole, layer 2 partial
-      // with its 2 nodes; 8 and 9 fill (3, 3) and (2, 3), and 10 takes (3, 0).
+      // Side 4: layers mod 4 hold {1, 2, 3}, {4, 5}, {6, 7}, {8, 9}. Layers 0 and 1 stay whole (consecutive, so
+      // connected), layer 2 is partial with its 2 nodes; 8 and 9 fill (3, 3) and (2, 3), and 10 takes (3, 0).
       {{4, 4},
        {{1, {0, 0}},
         {2, {1, 1}},
-        {3, {0, 1}},
-        {4, {2, 2}},
+        {3, {2, 2}},
+        {4, {0, 1}},
         {5, {1, 2}},
         {6, {2, 0}},
         {7, {0, 2}},
@@ -106,74 +109,96 @@ TEST_CASE("d = 2 grows through the layouts worked out by hand for n = 1..10") {
     CHECK(layout.shape() == steps[i].shape);
     CHECK(where(layout) == steps[i].cells);
     CHECK(delta.moved == steps[i].moved);
-    CHECK(delta.reshaped == (i + 1 == 1 || i + 1 == 2 || i + 1 == 5 || i + 1 == 10));
+    // With d = 1 every join lengthens the line; after that only the moves to 3 x 3 and 4 x 4 reshape.
+    CHECK(delta.reshaped == (i + 1 <= 7 || i + 1 == 10));
   }
-  // Row x1 = 0 has held node 1 since the start, so 1 is still its master.
+  // Row x1 = 0 has held node 1 since the start (it mastered the one line of d = 1), so 1 is still its master.
   CHECK(layout.line(LineId{0, 0}) == LineState{LineId{0, 0}, {1, 6, 10}, 1});
 }
 
-TEST_CASE("d = 3 fills the cube at n = 27, and n = 28 keeps the 14 nodes on layers 0 and 2 of the 4-cube") {
+TEST_CASE("fixed(3) forms 3 x 3 x 3 at n = 20; n = 28, which no connected 3-D cube holds, drops to 6 x 6 until 36") {
   Layout layout = Layout::fixed(3);
   LayoutChecker checker(layout);
-  for (NodeId node = 1; node <= 27; ++node) add(checker, node);
+  std::map<NodeId, int> dims_at;
+  for (NodeId node = 1; node <= 27; ++node) {
+    add(checker, node);
+    dims_at[node] = layout.dims();
+  }
+  CHECK(dims_at[19] == 2);  // 3 x 3 x 3 needs 2 whole layers of 9, plus half a layer of margin
+  CHECK(dims_at[20] == 3);
   CHECK(layout.shape() == std::vector<int>{3, 3, 3});
   std::set<std::vector<int>> cells;
   for (const auto& [node, x] : where(layout)) cells.insert(x);
   CHECK(cells.size() == 27);
+
+  // Side 4 would hold one whole layer of 16 and 12 nodes of another: not connected. 2 dimensions, side 6, hold 4
+  // whole layers of 6 and 4 nodes of a fifth.
+  const LayoutDelta delta = add(checker, 28);
+  CHECK(layout.shape() == std::vector<int>{6, 6});
+  CHECK(delta.moved.size() == 27);
+  std::multiset<std::size_t> sizes;
+  for (std::uint64_t i = 0; i < 6; ++i) sizes.insert(layout.line(LineId{0, i}).members.size());
+  CHECK(sizes == std::multiset<std::size_t>{4, 4, 5, 5, 5, 5});
+
+  // 4 x 4 x 4 connects from 32 nodes (2 whole layers of 16); with half a layer of margin it takes over at 36.
+  for (NodeId node = 29; node <= 36; ++node) {
+    add(checker, node);
+    CHECK(layout.dims() == (node < 36 ? 2 : 3));
+  }
+  CHECK(layout.shape() == std::vector<int>{4, 4, 4});
+}
+
+TEST_CASE("fixed(3) grows from the full 5-cube at n = 125 to side 6, keeping the nodes of three whole layers") {
+  Layout layout = Layout::fixed(3);
+  LayoutChecker checker(layout);
+  for (NodeId node = 1; node <= 125; ++node) add(checker, node);
+  CHECK(layout.shape() == std::vector<int>{5, 5, 5});
   const Where before = where(layout);
 
-  // In the 4-cube, layer t = (x2 - x0 - x1) mod 4. The 27 inner cells split 7, 6, 7, 7 over layers 0..3; n = 28
-  // is one whole layer of 16 plus 12 cells of another. Layers 0 and 2 are kept (ties go to the lower layer), so the
-  // 6 + 7 nodes on layers 1 and 3 move: first into layer 0's 9 outer cells, then into layer 2's lowest free
-  // positions. Node 28 takes the last cell, (3, 2, 3).
-  const LayoutDelta delta = add(checker, 28);
-  CHECK(layout.shape() == std::vector<int>{4, 4, 4});
-  std::vector<NodeId> expect_moved;
+  // In the 6-cube, layer t = (x2 - x0 - x1) mod 6. The 125 inner cells split 21, 20, 21, 21, 21, 21 over layers
+  // 0..5; n = 126 is three whole layers of 36 plus 18 cells of a fourth. Layers 0, 2 and 3 are kept (the most nodes,
+  // ties to the lower layer; 2 and 3 are consecutive), and layer 4 is partial: its 18 lowest positions stay. So the
+  // 20 + 21 nodes on layers 1 and 5 move, and 3 of layer 4: the fewest that any choice of layers allows.
+  std::vector<std::size_t> held(6, 0);
+  for (const auto& [node, x] : before) ++held[static_cast<std::size_t>((((x[2] - x[0] - x[1]) % 6) + 6) % 6)];
+  CHECK(held == std::vector<std::size_t>{21, 20, 21, 21, 21, 21});
+  const LayoutDelta delta = add(checker, 126);
+  CHECK(layout.shape() == std::vector<int>{6, 6, 6});
+  CHECK(delta.moved.size() == 44);
+  std::vector<std::size_t> stayed(6, 0);
   for (const auto& [node, x] : before) {
-    const int t = (((x[2] - x[0] - x[1]) % 4) + 4) % 4;
-    if (t == 1 || t == 3) expect_moved.push_back(node);
-    if (t == 0 || t == 2) CHECK(layout.coords(node) == x);
+    const int t = (((x[2] - x[0] - x[1]) % 6) + 6) % 6;
+    const bool moved = std::binary_search(delta.moved.begin(), delta.moved.end(), node);
+    CHECK(moved == (layout.coords(node) != x));
+    if (!moved) ++stayed[static_cast<std::size_t>(t)];
   }
-  CHECK(expect_moved.size() == 13);
-  CHECK(delta.moved == expect_moved);
-  CHECK(layout.coords(28) == std::vector<int>{3, 2, 3});
-
-  std::set<std::vector<int>> expect_cells;
-  for (int x0 = 0; x0 < 4; ++x0) {
-    for (int x1 = 0; x1 < 4; ++x1) expect_cells.insert({x0, x1, (x0 + x1) % 4});
-  }
-  for (const std::vector<int>& x : std::vector<std::vector<int>>{{0, 0, 2}, {2, 0, 0}, {1, 1, 0}, {2, 1, 1},
-                                                                 {0, 2, 0}, {1, 2, 1}, {2, 2, 2}, {1, 0, 3},
-                                                                 {3, 0, 1}, {0, 1, 3}, {3, 1, 2}, {3, 2, 3}}) {
-    expect_cells.insert(x);
-  }
-  cells.clear();
-  for (const auto& [node, x] : where(layout)) cells.insert(x);
-  CHECK(cells == expect_cells);
-  // 28 nodes over 16 lines per dimension: 12 lines of 2 and 4 of 1.
+  CHECK(stayed == std::vector<std::size_t>{21, 0, 21, 21, 18, 0});
+  // 126 nodes over 36 lines per dimension: 18 lines of 4 and 18 of 3.
   for (int k = 0; k < 3; ++k) {
     std::multiset<std::size_t> sizes;
-    for (std::uint64_t i = 0; i < 16; ++i) sizes.insert(layout.line(LineId{k, i}).members.size());
-    CHECK(sizes.count(2) == 12);
-    CHECK(sizes.count(1) == 4);
+    for (std::uint64_t i = 0; i < 36; ++i) sizes.insert(layout.line(LineId{k, i}).members.size());
+    CHECK(sizes.count(4) == 18);
+    CHECK(sizes.count(3) == 18);
   }
 }
 
 TEST_CASE("removing the last node empties the layout and stops its lines; adding after that starts over") {
+  // One node needs no partner: fixed(2) holds it on a line of one dimension.
   Layout layout = Layout::fixed(2);
   LayoutChecker checker(layout);
   add(checker, 7);
+  CHECK(layout.shape() == std::vector<int>{1});
   const LayoutDelta gone = remove(checker, 7);
   CHECK(layout.size() == 0);
-  CHECK(layout.shape() == std::vector<int>{0, 0});
+  CHECK(layout.shape() == std::vector<int>{0});
   CHECK(layout.lines().empty());
   CHECK(gone.started.empty());
-  CHECK(gone.stopped == Stops{{LineId{0, 0}, 7}, {LineId{1, 0}, 7}});
+  CHECK(gone.stopped == Stops{{LineId{0, 0}, 7}});
   CHECK(gone.reshaped);
 
   const LayoutDelta back = add(checker, 8);
-  CHECK(layout.coords(8) == std::vector<int>{0, 0});
-  CHECK(back.started == std::vector<LineState>{{LineId{0, 0}, {8}, 8}, {LineId{1, 0}, {8}, 8}});
+  CHECK(layout.coords(8) == std::vector<int>{0});
+  CHECK(back.started == std::vector<LineState>{{LineId{0, 0}, {8}, 8}});
   CHECK(back.stopped.empty());
 }
 
@@ -183,39 +208,40 @@ TEST_CASE("a master that leaves a whole layer, with no partial layer, hands its 
   const LayoutDelta delta = remove(checker, 1);  // at (0, 0), master of row x1 = 0 and column x0 = 0
   CHECK(delta.moved.empty());
   CHECK(delta.stopped == Stops{{LineId{0, 0}, 1}, {LineId{1, 0}, 1}});
-  CHECK(delta.started == std::vector<LineState>{{LineId{0, 0}, {8, 6}, 6}, {LineId{1, 0}, {3, 7}, 3}});
+  CHECK(delta.started == std::vector<LineState>{{LineId{0, 0}, {8, 6}, 6}, {LineId{1, 0}, {4, 7}, 4}});
 }
 
 TEST_CASE("a leave from a whole layer pulls in a partial-layer node that shares a line with the hole") {
   Layout layout = grown(8);  // layer 2 = {7 at (0, 2), 8 at (1, 0)} is partial
   LayoutChecker checker(layout);
-  // 4 at (2, 2) leaves. 7 at (0, 2) is on the hole's row x1 = 2 and masters nothing, so it fills the hole, though
-  // 8 holds the higher position: three lines change instead of four. 4 mastered row 2 and column x0 = 2.
-  const LayoutDelta delta = remove(checker, 4);
+  // 3 at (2, 2) leaves. 7 at (0, 2) is on the hole's row x1 = 2 and masters nothing, so it fills the hole, though
+  // 8 holds the higher position: three lines change instead of four. 3 mastered row 2 and column x0 = 2.
+  const LayoutDelta delta = remove(checker, 3);
   CHECK(delta.moved == std::vector<NodeId>{7});
   CHECK(layout.coords(7) == std::vector<int>{2, 2});
-  CHECK(delta.stopped == Stops{{LineId{0, 2}, 4}, {LineId{1, 2}, 4}});
+  CHECK(delta.stopped == Stops{{LineId{0, 2}, 3}, {LineId{1, 2}, 3}});
   CHECK(delta.started == std::vector<LineState>{{LineId{0, 2}, {5, 7}, 5},
-                                                {LineId{1, 0}, {1, 3}, 1},
+                                                {LineId{1, 0}, {1, 4}, 1},
                                                 {LineId{1, 2}, {6, 7}, 6}});
 }
 
 TEST_CASE("a partial-layer node that masters no line is preferred to fill a hole") {
   Layout layout = Layout::fixed(2);
   LayoutChecker checker(layout);
-  // The join order of the hand-worked case gives 6 (0,0), 11 (1,1), 10 (0,1), 9 (2,2), 4 (1,2), 5 (2,0), 1 (0,2),
-  // 8 (1,0), 7 (2,1). Row x1 = 2 was appointed at the resize to side 3 from {4, 9}: 4 masters it.
-  for (NodeId node : {6, 11, 10, 9, 4, 5, 1, 8, 7}) add(checker, node);
-  CHECK(remove(checker, 5).moved.empty());  // the cube was full: layer 1 just becomes partial, {10, 4}
-  // 1 at (0, 2) leaves layer 2. Both of the hole's lines meet layer 1 at a node: 4 on row 2, a master, and 10 on
-  // column 0, which masters nothing. 10 moves; 1 mastered nothing, so no line stops.
-  const LayoutDelta delta = remove(checker, 1);
-  CHECK(delta.moved == std::vector<NodeId>{10});
-  CHECK(layout.coords(10) == std::vector<int>{0, 2});
+  // The 3 x 3 forms at the seventh join and places the first six in join order, as in the hand-worked case:
+  // 2 (0,0), 1 (1,1), 9 (2,2), 8 (0,1), 3 (1,2), 5 (2,0), 7 (0,2); then 4 (1,0), 6 (2,1). Row x1 = 2 was
+  // appointed then from {9, 3, 7}: 3 masters it; row 1 went to 1 and column 0 to 2.
+  for (NodeId node : {2, 1, 9, 8, 3, 5, 7, 4, 6}) add(checker, node);
+  CHECK(remove(checker, 5).moved.empty());  // the cube was full: layer 1 just becomes partial, {8, 3}
+  // 7 at (0, 2) leaves layer 2. Both of the hole's lines meet layer 1 at a node: 3 on row 2, a master, and 8 on
+  // column 0, which masters nothing. 8 moves; 7 mastered nothing, so no line stops.
+  const LayoutDelta delta = remove(checker, 7);
+  CHECK(delta.moved == std::vector<NodeId>{8});
+  CHECK(layout.coords(8) == std::vector<int>{0, 2});
   CHECK(delta.stopped.empty());
-  CHECK(delta.started == std::vector<LineState>{{LineId{0, 1}, {11, 7}, 11},
-                                                {LineId{0, 2}, {10, 4, 9}, 4},
-                                                {LineId{1, 0}, {6, 10}, 6}});
+  CHECK(delta.started == std::vector<LineState>{{LineId{0, 1}, {1, 6}, 1},
+                                                {LineId{0, 2}, {8, 3, 9}, 3},
+                                                {LineId{1, 0}, {2, 8}, 2}});
 }
 
 TEST_CASE("a master that leaves a whole layer while another is partial hands its lines to their lowest ids") {
@@ -227,7 +253,7 @@ TEST_CASE("a master that leaves a whole layer while another is partial hands its
   CHECK(layout.coords(8) == std::vector<int>{0, 0});
   CHECK(delta.stopped == Stops{{LineId{0, 0}, 1}, {LineId{1, 0}, 1}});
   CHECK(delta.started == std::vector<LineState>{{LineId{0, 0}, {8, 6}, 6},
-                                                {LineId{1, 0}, {8, 3, 7}, 3},
+                                                {LineId{1, 0}, {8, 4, 7}, 4},
                                                 {LineId{1, 1}, {2, 5}, 2}});
 }
 
@@ -238,6 +264,21 @@ TEST_CASE("removing the last-filled node moves no one and keeps every master") {
   CHECK(delta.moved.empty());
   CHECK(delta.stopped.empty());
   CHECK(delta.started == std::vector<LineState>{{LineId{0, 0}, {1, 6}, 1}, {LineId{1, 1}, {2, 5}, 2}});
+}
+
+TEST_CASE("with no partial layer, a leave from the only consecutive pair of whole layers refills from another") {
+  Layout layout = grown(12);  // 4 x 4, layers 0, 1 and 2 whole, 3 empty
+  LayoutChecker checker(layout);
+  CHECK(layout.shape() == std::vector<int>{4, 4});
+  SUBCASE("a leave from layer 0 leaves 1 and 2 consecutive: layer 0 becomes partial, no one moves") {
+    CHECK(remove(checker, 1).moved.empty());  // at (0, 0)
+  }
+  SUBCASE("a leave from layer 1 would leave 0 and 2, which split the lines in two: layer 2 gives a node") {
+    // 4 at (0, 1) leaves. Layer 0's nodes on its lines, 1 and 2, master lines; layer 2's, 12 at (3, 1), does not.
+    const LayoutDelta delta = remove(checker, 4);
+    CHECK(delta.moved == std::vector<NodeId>{12});
+    CHECK(layout.coords(12) == std::vector<int>{0, 1});
+  }
 }
 
 TEST_CASE("a removed id can be added again and gets a cell like any newcomer") {
@@ -279,29 +320,49 @@ TEST_CASE("d = 1 is one line of everybody and never moves anyone") {
 }
 
 TEST_CASE("automatic dimensions keep lines within max_line and step down with hysteresis") {
-  Layout layout = Layout::automatic(4);
+  Layout layout = Layout::automatic(16);
   LayoutChecker checker(layout);
-  std::vector<int> dims_at(18, 0);
-  for (NodeId node = 1; node <= 17; ++node) {
+  std::map<int, int> dims_up;
+  for (NodeId node = 1; node <= 300; ++node) {
     const LayoutDelta delta = add(checker, node);
-    dims_at[node] = layout.dims();
-    if (node == 5 || node == 17) CHECK(delta.moved.size() == node - 1);  // a change of dimensions moves all
+    dims_up[static_cast<int>(node)] = layout.dims();
+    if (node == 17 || node == 257) CHECK(delta.moved.size() == node - 1);  // a change of dimensions moves all
   }
-  CHECK(dims_at[4] == 1);
-  CHECK(dims_at[5] == 2);
-  CHECK(dims_at[16] == 2);
-  CHECK(dims_at[17] == 3);
-  CHECK(layout.shape() == std::vector<int>{3, 3, 3});
+  CHECK(dims_up[16] == 1);
+  CHECK(dims_up[17] == 2);
+  CHECK(dims_up[256] == 2);
+  CHECK(dims_up[257] == 3);
+  CHECK(layout.shape() == std::vector<int>{7, 7, 7});
   std::map<int, int> dims_down;  // n -> dims on the way down
-  for (NodeId node = 17; node >= 1; --node) {
+  for (NodeId node = 300; node >= 1; --node) {
     remove(checker, node);
     dims_down[static_cast<int>(layout.size())] = layout.dims();
   }
-  CHECK(dims_down[9] == 3);  // 3 dims hold on until n <= 4^2 / 2
-  CHECK(dims_down[8] == 2);
-  CHECK(dims_down[3] == 2);
-  CHECK(dims_down[2] == 1);
+  CHECK(dims_down[129] == 3);  // 3 dims hold on until n <= 16^2 / 2
+  CHECK(dims_down[128] == 2);
+  CHECK(dims_down[9] == 2);
+  CHECK(dims_down[8] == 1);
   CHECK(dims_down[0] == 1);
+}
+
+TEST_CASE("with a small max_line, connectivity wins over line length") {
+  Layout layout = Layout::automatic(4);
+  LayoutChecker checker(layout);
+  std::map<int, std::vector<int>> shape_at;
+  for (NodeId node = 1; node <= 20; ++node) {
+    add(checker, node);
+    shape_at[static_cast<int>(node)] = layout.shape();
+  }
+  // 5 and 6 nodes fit 3 x 3 (lines of 2) but hold one whole layer there, so some would be alone: one line of all.
+  CHECK(shape_at[5] == std::vector<int>{5});
+  CHECK(shape_at[6] == std::vector<int>{6});
+  CHECK(shape_at[7] == std::vector<int>{3, 3});
+  // 17 nodes need 3 dimensions for lines of 4 at most by side, but 3 x 3 x 3 connects only from 18: 5 x 5 holds
+  // them on lines of 3 and 4, within max_line after all. 3 x 3 x 3 takes over once it has its margin.
+  CHECK(shape_at[16] == std::vector<int>{4, 4});
+  CHECK(shape_at[17] == std::vector<int>{5, 5});
+  CHECK(shape_at[19] == std::vector<int>{5, 5});
+  CHECK(shape_at[20] == std::vector<int>{3, 3, 3});
 }
 
 TEST_CASE("a restored snapshot is the same layout and answers later operations the same way") {
@@ -323,18 +384,44 @@ TEST_CASE("a restored snapshot is the same layout and answers later operations t
 }
 
 TEST_CASE("restore refuses a snapshot that is not a valid layout") {
-  const Layout layout = grown(5);
+  const Layout layout = grown(7);  // 1 (0,0), 2 (1,1), 3 (2,2), 4 (0,1), 5 (1,2), 6 (2,0), 7 (0,2)
   Layout out = Layout::fixed(2);
   LayoutSnapshot shared = layout.snapshot();
   shared.placements[1].second = shared.placements[0].second;
   CHECK_FALSE(Layout::restore(shared, out).empty());
 
-  LayoutSnapshot unbalanced = layout.snapshot();  // 1 (0,0), 2 (1,1), 3 (0,1), 4 (2,2), 5 (1,2)
-  unbalanced.placements[3].second = {0, 2};        // row x0 = 0 would hold 3 while x0 = 2 holds none
+  LayoutSnapshot unbalanced = layout.snapshot();
+  unbalanced.placements[0].second = {2, 1};  // row x1 = 1 would hold 3 while row x1 = 0 holds 1
   CHECK_FALSE(Layout::restore(unbalanced, out).empty());
 
   LayoutSnapshot stranger = layout.snapshot();
   stranger.masters[0].second = 99;
   CHECK_FALSE(Layout::restore(stranger, out).empty());
+
+  // Balanced, but the whole layers 0 and 2 of side 4 are not consecutive: the lines split the nodes in two (the
+  // partial layer's two nodes join only some of them).
+  LayoutSnapshot split{2, 0, 2, 4, {}, {}};
+  NodeId next = 1;
+  for (const int t : {0, 2}) {
+    for (int x0 = 0; x0 < 4; ++x0) split.placements.push_back({next++, {x0, (x0 + t) % 4}});
+  }
+  split.placements.push_back({next++, {0, 1}});
+  split.placements.push_back({next++, {1, 2}});
+  std::map<LineId, NodeId> lowest;  // row x1 is line (0, x1), column x0 is line (1, x0)
+  for (const auto& [node, x] : split.placements) {
+    for (const LineId id : {LineId{0, static_cast<std::uint64_t>(x[1])}, LineId{1, static_cast<std::uint64_t>(x[0])}}) {
+      lowest.emplace(id, node);  // placements ascend, so the first is the lowest
+    }
+  }
+  split.masters.assign(lowest.begin(), lowest.end());
+  const std::string why = Layout::restore(split, out);
+  CHECK_MESSAGE(why.find("consecutive") != std::string::npos, why);
+
+  // fixed(2) keeps 8 nodes on 3 x 3, which is steady there: one line of all is not its layout.
+  Layout line = Layout::fixed(1);
+  for (NodeId node = 1; node <= 8; ++node) line.add(node);
+  LayoutSnapshot flat = line.snapshot();
+  flat.fixed_dims = 2;
+  CHECK_FALSE(Layout::restore(flat, out).empty());
   CHECK(out.size() == 0);  // untouched by the failed restores
 }
