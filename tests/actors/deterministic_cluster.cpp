@@ -7,6 +7,7 @@
 
 #include "actors/dimension_node.hpp"
 #include "actors/token_proof.hpp"
+#include "tests/base/require_ok.hpp"
 
 namespace gridtrain::testing {
 
@@ -15,7 +16,7 @@ DeterministicCluster::DeterministicCluster(config::Config config) : config_(std:
 actors::NodeSetup DeterministicCluster::setup(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
                                               bool paced_by_every_steps) const {
   auto token = actors::read_token(config_.cluster.token_file);
-  REQUIRE_MESSAGE(token.ok(), token.error().to_string());
+  REQUIRE_OK(token);
   actors::NodeSetup s;
   s.config = config_;
   s.node_id = id;

@@ -9,6 +9,7 @@
 
 #include "config/config.hpp"
 #include "tests/config/temp_dir.hpp"
+#include "tests/base/require_ok.hpp"
 
 namespace {
 
@@ -20,7 +21,7 @@ using gridtrain::config::testing::TempDir;
 Config must_load(std::string_view yaml, const std::vector<std::string>& overrides = {},
                  const std::string& base_dir = ".") {
   auto r = load_string(yaml, "test.yaml", overrides, base_dir);
-  REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+  REQUIRE_OK(r);
   return r.value();
 }
 
@@ -360,13 +361,13 @@ TEST_CASE("relative paths in a file resolve against the file's directory, whatev
   SUBCASE("from another directory") {
     ScopedCwd cwd(elsewhere.path());
     auto r = load_file(path);
-    REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+    REQUIRE_OK(r);
     check_resolved(r.value());
   }
   SUBCASE("from the config's directory, naming the file relatively") {
     ScopedCwd cwd(config_dir.path());
     auto r = load_file("cluster.yaml");
-    REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+    REQUIRE_OK(r);
     check_resolved(r.value());
   }
   SUBCASE("a missing file is reported with the same absolute path from anywhere") {
@@ -431,7 +432,7 @@ TEST_CASE("the example config in tests/data shows every key at its default") {
   const std::string path = std::string(GRIDTRAIN_CONFIG_FIXTURES) + "/cluster.yaml";
   // As a probe, so that the check holds on machines without the Fashion-MNIST package.
   auto r = load_file(path, {"learner.kind=probe"});
-  REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+  REQUIRE_OK(r);
   Config expected = defaults();
   expected.learner.kind = LearnerKind::probe;
   CHECK(r.value() == expected);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "config/endpoint.hpp"
+#include "tests/base/require_ok.hpp"
 
 using gridtrain::config::Endpoint;
 using gridtrain::config::parse_endpoint;
@@ -22,7 +23,7 @@ TEST_CASE("host:port parses into host and port, and prints back the same") {
   for (const Good& c : cases) {
     CAPTURE(c.text);
     auto r = parse_endpoint(c.text);
-    REQUIRE_MESSAGE(r.ok(), r.error().to_string());
+    REQUIRE_OK(r);
     CHECK(r.value() == c.expected);
     CHECK(r.value().to_string() == c.text);
   }

@@ -8,6 +8,7 @@
 
 #include "learner/init.hpp"
 #include "learner/layer_stack.hpp"
+#include "tests/base/require_ok.hpp"
 
 namespace gridtrain::learner::testing {
 
@@ -90,7 +91,7 @@ LayerShape layer_shape(const std::vector<int>& input, const config::LayerSpec& l
                {.type = LayerType::dense, .units = 3},
                {.type = LayerType::softmax_cross_entropy}};
   auto model = Model::build(mc);
-  REQUIRE_MESSAGE(model.ok(), model.error().to_string());
+  REQUIRE_OK(model);
   return model.value().layers()[0];
 }
 

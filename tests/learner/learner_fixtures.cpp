@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 #include <thread>
+#include "tests/base/require_ok.hpp"
 
 namespace gridtrain::learner::testing {
 
@@ -65,29 +66,27 @@ config::LearnerConfig mlp_config(int batch, int dims, int classes) {
   return c;
 }
 
-// Not REQUIRE_MESSAGE(r.ok(), r.error()...): under -s doctest builds the message of a passing check too, and
-// error() of an ok Result aborts.
 std::unique_ptr<Learner> must_create(const config::LearnerConfig& config, Dataset data) {
   auto r = Learner::create(config, std::move(data));
-  if (!r.ok()) FAIL(r.error().to_string());
+  REQUIRE_OK(r);
   return std::move(r).value();
 }
 
 StepResult must_step(Learner& learner) {
   auto r = learner.step();
-  if (!r.ok()) FAIL(r.error().to_string());
+  REQUIRE_OK(r);
   return r.value();
 }
 
 Evaluation must_evaluate(Learner& learner, const Dataset& data) {
   auto r = learner.evaluate(data);
-  if (!r.ok()) FAIL(r.error().to_string());
+  REQUIRE_OK(r);
   return r.value();
 }
 
 std::span<float> must_optimizer_state(Learner& learner) {
   auto r = learner.optimizer_state();
-  if (!r.ok()) FAIL(r.error().to_string());
+  REQUIRE_OK(r);
   return r.value();
 }
 

@@ -10,6 +10,7 @@
 #include "learner/init.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/reference_cnn.hpp"
+#include "tests/base/require_ok.hpp"
 
 namespace {
 
@@ -23,7 +24,7 @@ using gridtrain::learner::Shape;
 
 Model must_build(const ModelConfig& mc) {
   auto m = Model::build(mc);
-  REQUIRE_MESSAGE(m.ok(), m.error().to_string());
+  REQUIRE_OK(m);
   return m.value();
 }
 
