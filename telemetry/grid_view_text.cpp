@@ -3,18 +3,55 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 namespace gridtrain::telemetry {
+
+std::vector<std::size_t> line_peer_counts(const actors::GridView& view) {
+  // Two members share at most one line (their coords differ in exactly one place), so a member's peers are the
+  // other members of its lines, summed over dimensions. The coords with one coordinate blanked name a line.
+  std::vector<std::size_t> peers(view.nodes.size(), 0);
+  for (std::uint32_t dim = 0; dim < view.dims; ++dim) {
+    std::map<std::vector<std::int32_t>, std::vector<std::size_t>> lines;
+    for (std::size_t i = 0; i < view.nodes.size(); ++i) {
+      std::vector<std::int32_t> key = view.nodes[i].place.coords;
+      if (key.size() != view.dims) continue;  // not placed: on no line
+      key[dim] = -1;
+      lines[std::move(key)].push_back(i);
+    }
+    for (const auto& [key, members] : lines)
+      for (std::size_t i : members) peers[i] += members.size() - 1;
+  }
+  return peers;
+}
+
+std::vector<std::string> grid_view_warnings(const actors::GridView& view) {
+  std::vector<std::string> out;
+  const auto peers = line_peer_counts(view);
+  for (std::size_t i = 0; i < view.nodes.size(); ++i) {
+    if (peers[i] > 0) continue;
+    const actors::Placement& p = view.nodes[i].place;
+    const char* why = view.nodes.size() == 1 ? "it is the only member"
+                      : p.coords.empty()     ? "it has no place in the grid yet"
+                                             : "no other member shares any of its lines";
+    out.push_back(fmt::format("node {:016x} ({}) averages with nobody: {}", p.node_id, p.address, why));
+  }
+  return out;
+}
 
 std::string grid_view_json(const actors::GridView& view) {
   using nlohmann::json;
   json nodes = json::array();
-  for (const actors::NodeView& n : view.nodes) {
+  const auto peers = line_peer_counts(view);
+  for (std::size_t i = 0; i < view.nodes.size(); ++i) {
+    const actors::NodeView& n = view.nodes[i];
     const actors::NodeFigures& f = n.figures;
     nodes.push_back({{"id", n.place.node_id},
                      {"id_hex", fmt::format("{:016x}", n.place.node_id)},
                      {"address", n.place.address},
                      {"coords", n.place.coords},
                      {"masters", n.place.masters},
+                     {"line_peers", peers[i]},
                      {"rounds_done", f.rounds_done},
                      {"param_mean", f.param_mean},
                      {"param_l2", f.param_l2},
@@ -28,7 +65,8 @@ std::string grid_view_json(const actors::GridView& view) {
               {"layout_version", view.layout_version},
               {"dims", view.dims},
               {"shape", view.shape},
-              {"nodes", std::move(nodes)}};
+              {"nodes", std::move(nodes)},
+              {"warnings", grid_view_warnings(view)}};
   return out.dump();
 }
 
@@ -46,17 +84,21 @@ std::string joined(const std::vector<T>& v, const char* sep) {
 std::string grid_view_table(const actors::GridView& view) {
   std::string out = fmt::format("epoch {}  layout version {}  dims {}  shape {}  nodes {}\n", view.epoch,
                                 view.layout_version, view.dims, joined(view.shape, "x"), view.nodes.size());
-  out += fmt::format("{:<16}  {:<21}  {:<10}  {:<7}  {:>8}  {:>12}  {:>12}  {:>10}  {:>9}  {:>8}\n", "ID", "ADDRESS",
-                     "COORDS", "MASTERS", "ROUNDS", "PARAM_MEAN", "PARAM_L2", "DISTANCE", "SAMPLES", "ACCURACY");
-  for (const actors::NodeView& n : view.nodes) {
+  out += fmt::format("{:<16}  {:<21}  {:<10}  {:<7}  {:>5}  {:>8}  {:>12}  {:>12}  {:>10}  {:>9}  {:>8}\n", "ID",
+                     "ADDRESS", "COORDS", "MASTERS", "PEERS", "ROUNDS", "PARAM_MEAN", "PARAM_L2", "DISTANCE", "SAMPLES",
+                     "ACCURACY");
+  const auto peers = line_peer_counts(view);
+  for (std::size_t i = 0; i < view.nodes.size(); ++i) {
+    const actors::NodeView& n = view.nodes[i];
     const actors::NodeFigures& f = n.figures;
     const std::string distance = n.param_distance < 0 ? "-" : fmt::format("{:.3g}", n.param_distance);
     const std::string accuracy = f.test_accuracy < 0 ? "-" : fmt::format("{:.4f}", f.test_accuracy);
     const std::string masters = n.place.masters.empty() ? "-" : joined(n.place.masters, ",");
-    out += fmt::format("{:016x}  {:<21}  {:<10}  {:<7}  {:>8}  {:>12.6g}  {:>12.6g}  {:>10}  {:>9}  {:>8}\n",
-                       n.place.node_id, n.place.address, "(" + joined(n.place.coords, ",") + ")", masters,
+    out += fmt::format("{:016x}  {:<21}  {:<10}  {:<7}  {:>5}  {:>8}  {:>12.6g}  {:>12.6g}  {:>10}  {:>9}  {:>8}\n",
+                       n.place.node_id, n.place.address, "(" + joined(n.place.coords, ",") + ")", masters, peers[i],
                        f.rounds_done, f.param_mean, f.param_l2, distance, f.samples, accuracy);
   }
+  for (const std::string& w : grid_view_warnings(view)) out += "warning: " + w + "\n";
   return out;
 }
 
