@@ -2,6 +2,7 @@
 // on Fashion-MNIST (skipped where Debian's dataset-fashion-mnist is not installed).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -78,6 +79,18 @@ std::size_t count_lines(const std::string& text, const std::string& prefix) {
   return n;
 }
 
+// The largest "rounds N" on the lines that start with `prefix`, or -1 if none says.
+long long max_rounds(const std::string& text, const std::string& prefix) {
+  std::istringstream in(text);
+  long long most = -1;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with(prefix)) continue;
+    const auto at = line.find(" rounds ");
+    if (at != std::string::npos) most = std::max(most, std::stoll(line.substr(at + 8)));
+  }
+  return most;
+}
+
 }  // namespace
 
 TEST_CASE("a trained node resumed from its checkpoint continues from the saved step, not from the start") {
@@ -133,7 +146,7 @@ TEST_CASE("--resume without a checkpoint directory is refused with exit code 2")
   CHECK(r.exit_code == 2);
 }
 
-TEST_CASE("gridnode demo with two nodes for one epoch finishes, relays progress, and writes its CSV and plot") {
+TEST_CASE("gridnode demo with two nodes for one epoch averages, relays progress, and writes its CSV and plot") {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");
     return;
@@ -146,6 +159,9 @@ TEST_CASE("gridnode demo with two nodes for one epoch finishes, relays progress,
   CHECK(r.exit_code == 0);
   CHECK(count_lines(r.output, "[node 0] epoch 1 ") == 1);
   CHECK(count_lines(r.output, "[node 1] epoch 1 ") == 1);
+  // The two nodes average with each other (a 2-D grid holds two nodes on one line): both report rounds.
+  CHECK(max_rounds(r.output, "[node 0] epoch ") > 0);
+  CHECK(max_rounds(r.output, "[node 1] epoch ") > 0);
   CHECK(count_lines(r.output, "node 0: final test_accuracy ") == 1);
   CHECK(count_lines(r.output, "node 1: final test_accuracy ") == 1);
   std::ifstream csv(out / "metrics.csv");
