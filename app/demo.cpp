@@ -1,5 +1,5 @@
 // gridnode demo: a local cluster of N `gridnode run` processes of this same executable on loopback, training
-// the MLP 784-256-128-10 on Fashion-MNIST with elastic averaging (2-D grid, α = 0.3, θ = 1), each on its own
+// the MLP 784-256-128-10 on Fashion-MNIST with elastic averaging (grid.dims 2, α = 0.3, θ = 1), each on its own
 // shard, as named steps:
 //   1. write_config     the config the nodes run, DIR/cluster.yaml
 //   2. start_nodes      one at a time, each joining through the first once the one before has joined

@@ -401,7 +401,9 @@ Schema::Schema() {
           "a peer silent this long is declared down; > heartbeat_ms"));
 
   add(key(FIELD(grid, dims), DimsCodec{}, 2,
-          "1 = all-to-all, 2 = BIDMach's grid, auto = the fewest whose lines hold <= max_line nodes"));
+          "the most dimensions: 1 = all-to-all, 2 = BIDMach's grid, auto = the fewest whose lines hold <= max_line "
+          "nodes; fewer while too few nodes fill them for every node to share a line (gridnode status shows the "
+          "effective shape)"));
   add(key(FIELD(grid, max_line), IntCodec{at_least(2)}, 16, "with dims auto: the most nodes in one line"));
   add(key(FIELD(grid, rounds_in_flight), IntCodec{allreduce::kRoundsInFlightRange}, 3,
           "k: allreduce rounds in flight per line (BIDMach: 3)"));
