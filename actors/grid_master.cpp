@@ -136,7 +136,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
     auto& s = self->state;
     for (const auto& [id, m] : s.members) {
       if (m.node.address() == down.source) {
-        remove(self, id, "is down");
+        remove(self, id, "is unreachable: its connection was lost (crashed, stalled or cut off)");
         return;
       }
     }
