@@ -58,11 +58,14 @@ void apply(Self self, const grid::LayoutDelta& delta) {
   }
 }
 
+}  // namespace
+
 GridState grid_state(const GridMasterState& s) {
-  GridState g{s.epoch, s.layout_version, static_cast<std::uint32_t>(s.layout.dims()), {}, {}};
+  GridState g{s.epoch, s.layout_version, static_cast<std::uint32_t>(s.layout.dims()), {}, {},
+              layout_state(s.layout.snapshot()), s.setup.node_id};
   for (int side : s.layout.shape()) g.shape.push_back(side);
   for (const auto& [id, m] : s.members) {
-    MemberState ms{{id, m.address, {}, {}}, m.node};
+    MemberState ms{{id, m.address, {}, {}}, m.node, m.dimension_nodes, m.line_masters};
     if (s.layout.contains(id)) {
       for (int x : s.layout.coords(id)) ms.place.coords.push_back(x);
       for (int d = 0; d < s.layout.dims(); ++d)
@@ -73,6 +76,8 @@ GridState grid_state(const GridMasterState& s) {
   }
   return g;
 }
+
+namespace {
 
 // Every node told the grid's state (for status and failover).
 void push_state(Self self) {

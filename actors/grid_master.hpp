@@ -58,4 +58,7 @@ struct GridMasterState {
 
 caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMasterSetup setup);
 
+// What the GridMaster pushes to every node on each change (and a successor would restore from).
+GridState grid_state(const GridMasterState& state);
+
 }  // namespace gridtrain::actors

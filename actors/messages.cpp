@@ -26,6 +26,43 @@ Status check(const LineSettings& settings, std::uint64_t model_floats) {
   return allreduce::validate(settings.round);
 }
 
+LayoutState layout_state(const grid::LayoutSnapshot& snapshot) {
+  LayoutState out{snapshot.fixed_dims, snapshot.max_line, snapshot.dims, snapshot.side, {}, {}, {}, {}, {}};
+  for (const auto& [node, coords] : snapshot.placements) {
+    out.nodes.push_back(node);
+    out.coords.insert(out.coords.end(), coords.begin(), coords.end());
+  }
+  for (const auto& [line, master] : snapshot.masters) {
+    out.master_dims.push_back(static_cast<std::uint32_t>(line.dim));
+    out.master_lines.push_back(line.index);
+    out.master_nodes.push_back(master);
+  }
+  return out;
+}
+
+Result<grid::LayoutSnapshot> layout_snapshot(const LayoutState& state) {
+  auto refuse = [](std::string why) { return Error{.message = "a malformed layout: " + std::move(why)}; };
+  if (state.dims < 1 || state.dims > grid::kMaxDims)
+    return refuse("dims " + std::to_string(state.dims) + " outside [1, " + std::to_string(grid::kMaxDims) + "]");
+  if (state.coords.size() != state.nodes.size() * static_cast<std::size_t>(state.dims))
+    return refuse(std::to_string(state.coords.size()) + " coordinates for " + std::to_string(state.nodes.size()) +
+                  " nodes in " + std::to_string(state.dims) + " dimensions");
+  if (state.master_lines.size() != state.master_dims.size() || state.master_nodes.size() != state.master_dims.size())
+    return refuse("master lists of different lengths");
+  grid::LayoutSnapshot out{state.fixed_dims, state.max_line, state.dims, state.side, {}, {}};
+  const auto dims = static_cast<std::size_t>(state.dims);
+  for (std::size_t i = 0; i < state.nodes.size(); ++i) {
+    const auto first = state.coords.begin() + static_cast<std::ptrdiff_t>(i * dims);
+    out.placements.emplace_back(state.nodes[i], std::vector<int>(first, first + static_cast<std::ptrdiff_t>(dims)));
+  }
+  for (std::size_t j = 0; j < state.master_dims.size(); ++j) {
+    if (state.master_dims[j] >= static_cast<std::uint32_t>(state.dims)) return refuse("a master of no dimension");
+    out.masters.emplace_back(grid::LineId{static_cast<int>(state.master_dims[j]), state.master_lines[j]},
+                             state.master_nodes[j]);
+  }
+  return out;
+}
+
 void register_message_types(caf::actor_system_config& cfg) {
   // Nested types too: registering them costs nothing and keeps a later top-level use from going out empty.
   cfg.add_message_type<allreduce::RoundKey>("gridtrain::round_key")
@@ -47,6 +84,7 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<RoundDone>("gridtrain::round_done")
       .add_message_type<Placement>("gridtrain::placement")
       .add_message_type<MemberState>("gridtrain::member_state")
+      .add_message_type<LayoutState>("gridtrain::layout_state")
       .add_message_type<GridState>("gridtrain::grid_state")
       .add_message_type<NodeFigures>("gridtrain::node_figures")
       .add_message_type<NodeReport>("gridtrain::node_report")

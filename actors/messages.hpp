@@ -26,6 +26,7 @@
 #include "allreduce/round_config.hpp"
 #include "allreduce/round_key.hpp"
 #include "grid/cube.hpp"
+#include "grid/layout.hpp"
 
 namespace gridtrain::allreduce {
 
@@ -46,7 +47,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 2;
+inline constexpr std::uint32_t protocol_version = 3;
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -120,11 +121,14 @@ typename Inspector::result_type inspect(Inspector& f, Welcome& x) {
 struct Reject {
   std::uint64_t node_id = 0;
   std::string reason;
+  // The node asked is not a member of a cluster (it is joining, or lost its cluster): not the cluster's
+  // answer, so a joiner with more seeds asks the next one.
+  bool not_a_member = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Reject& x) {
-  return f(caf::meta::type_name("reject"), x.node_id, x.reason);
+  return f(caf::meta::type_name("reject"), x.node_id, x.reason, x.not_a_member);
 }
 
 // Node -> GridMaster on clean shutdown, as a request: the GridMaster answers left_atom once the node is out.
@@ -298,28 +302,62 @@ typename Inspector::result_type inspect(Inspector& f, Placement& x) {
   return f(caf::meta::type_name("placement"), x.node_id, x.address, x.coords, x.masters);
 }
 
+// A member as the GridMaster knows it: where it is, and the handles it joined with (Join), so that whoever holds
+// the GridState could appoint its LineMasters and name its DimensionNodes.
 struct MemberState {
   Placement place;
   caf::actor node;
+  std::vector<caf::actor> dimension_nodes;  // kDimsOffered, dimension d at index d
+  std::vector<caf::actor> line_masters;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, MemberState& x) {
-  return f(caf::meta::type_name("member_state"), x.place, x.node);
+  return f(caf::meta::type_name("member_state"), x.place, x.node, x.dimension_nodes, x.line_masters);
 }
 
-// GridMaster -> every node on each change: what a successor would need to take over (failover).
+// grid::LayoutSnapshot on the wire, flattened into plain vectors: node i sits at coords[i*dims .. (i+1)*dims),
+// and line (master_dims[j], master_lines[j]) is mastered by master_nodes[j]. layout_snapshot() checks the sizes
+// before anything is built from them; grid::Layout::restore checks the rest.
+struct LayoutState {
+  std::int32_t fixed_dims = 0;  // 0: automatic
+  std::int32_t max_line = 0;
+  std::int32_t dims = 1;
+  std::int32_t side = 0;
+  std::vector<std::uint64_t> nodes;  // ascending
+  std::vector<std::int32_t> coords;
+  std::vector<std::uint32_t> master_dims;
+  std::vector<std::uint64_t> master_lines;
+  std::vector<std::uint64_t> master_nodes;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LayoutState& x) {
+  return f(caf::meta::type_name("layout_state"), x.fixed_dims, x.max_line, x.dims, x.side, x.nodes, x.coords,
+           x.master_dims, x.master_lines, x.master_nodes);
+}
+
+LayoutState layout_state(const grid::LayoutSnapshot& snapshot);
+// The snapshot `state` describes, or why it describes none (sizes that do not fit each other). It is not yet a
+// valid layout: grid::Layout::restore says whether it is.
+Result<grid::LayoutSnapshot> layout_snapshot(const LayoutState& state);
+
+// GridMaster -> every node on each change: its whole state, small, so that a successor could take over from any
+// node's copy (failover): the members with their handles, the layout as it is, the versions and the epoch.
 struct GridState {
   std::uint64_t epoch = 0;
   std::uint64_t layout_version = 0;
   std::uint32_t dims = 0;
   std::vector<std::int32_t> shape;
   std::vector<MemberState> members;  // ascending by node_id
+  LayoutState layout;
+  std::uint64_t grid_master_node = 0;  // the id of the node hosting the GridMaster
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GridState& x) {
-  return f(caf::meta::type_name("grid_state"), x.epoch, x.layout_version, x.dims, x.shape, x.members);
+  return f(caf::meta::type_name("grid_state"), x.epoch, x.layout_version, x.dims, x.shape, x.members, x.layout,
+           x.grid_master_node);
 }
 
 template <class Inspector>

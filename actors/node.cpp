@@ -144,7 +144,7 @@ void lose_cluster(Self self, const std::string& why) {
   add(s.grid_master_address);
   if (s.grid)
     for (const MemberState& m : s.grid->members) add(m.place.address);
-  if (s.setup.seed_address) add(s.setup.seed_address->to_string());
+  for (const config::Endpoint& seed : s.setup.seeds) add(seed.to_string());
   s.rejoin_next = 0;
   if (s.rejoin_candidates.empty())
     spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
@@ -187,25 +187,34 @@ void send_reports(Self self, std::uint64_t generation) {
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 
+// Joining: asks the next seed in the list to pass our Join on; when none is left, the join has failed, with why
+// each seed did not let us in.
+void ask_next_seed(Self self, const std::string& why_not_the_last) {
+  auto& s = self->state;
+  if (!why_not_the_last.empty()) s.seed_failures += (s.seed_failures.empty() ? "" : "; ") + why_not_the_last;
+  if (s.phase != NodePhase::joining) return;
+  if (s.seed_next >= s.setup.seeds.size()) return conclude(self, JoinResult::unreachable, s.seed_failures);
+  const config::Endpoint seed = s.setup.seeds[s.seed_next++];
+  self->request(self->system().middleman().actor_handle(), s.setup.join_timeout, caf::connect_atom::value,
+                seed.host, seed.port)
+      .then(
+          [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            if (!ptr) return ask_next_seed(self, "no node at seed " + seed.to_string());
+            send_join(self, caf::actor_cast<caf::actor>(ptr));
+          },
+          [self, seed](caf::error& e) {
+            ask_next_seed(self, "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
+          });
+}
+
 void begin(Self self, std::string address) {
   auto& s = self->state;
   s.address = std::move(address);
   self->delayed_send(self, s.setup.join_timeout, join_timeout_atom::value);
   if (s.setup.seed_node) {
     send_join(self, s.setup.seed_node);
-  } else if (s.setup.seed_address) {
-    const config::Endpoint seed = *s.setup.seed_address;
-    self->request(self->system().middleman().actor_handle(), s.setup.join_timeout, caf::connect_atom::value,
-                  seed.host, seed.port)
-        .then(
-            [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
-              if (!ptr) return conclude(self, JoinResult::unreachable, "no node at seed " + seed.to_string());
-              send_join(self, caf::actor_cast<caf::actor>(ptr));
-            },
-            [self, seed](caf::error& e) {
-              conclude(self, JoinResult::unreachable,
-                       "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
-            });
+  } else if (!s.setup.seeds.empty()) {
+    ask_next_seed(self, "");
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
     auto gm = self->spawn<caf::linked>(
@@ -264,6 +273,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
       [self](const Reject& r) {
         auto& s = self->state;
         if (r.node_id != s.setup.node_id) return;
+        if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0)
+          return ask_next_seed(self, "seed " + s.setup.seeds[s.seed_next - 1].to_string() + ": " + r.reason);
         if (s.phase == NodePhase::joining) return conclude(self, JoinResult::rejected, r.reason);
         // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"); the
         // next attempt asks again.
@@ -286,7 +297,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (s.phase == NodePhase::member && s.grid_master)
           self->send(s.grid_master, join);
         else if (join.node)
-          self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster"});
+          self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
       },
       [self](GridState& grid) {
         auto& s = self->state;

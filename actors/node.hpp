@@ -41,8 +41,8 @@ struct NodeSetup {
   std::uint64_t node_id = 0;
   std::string token;  // the cluster token; "" = none
   std::shared_ptr<learner::ParameterStore> store;
-  caf::actor seed_node;                          // join through this node actor, or else
-  std::optional<config::Endpoint> seed_address;  // through the node listening here, or else bootstrap
+  caf::actor seed_node;                 // join through this node actor, or else
+  std::vector<config::Endpoint> seeds;  // through the first of these that is a member, or else bootstrap
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
   std::chrono::milliseconds rejoin_interval{1000};  // between two attempts to rejoin, each to another member
@@ -79,6 +79,8 @@ struct NodeState {
   std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
   std::vector<float> parameters;  // fetched for a report; kept to save the allocation
   std::uint64_t bad_messages = 0;
+  std::size_t seed_next = 0;     // joining: the seed to ask next
+  std::string seed_failures;     // joining: why the seeds asked so far did not let it in
 };
 
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup);

@@ -108,7 +108,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                   .token = std::move(token).value(),
                   .store = options.store,
                   .seed_node = options.seed_node,
-                  .seed_address = options.seed_address,
+                  .seeds = options.seeds,
                   .report_interval = options.report_interval,
                   .join_timeout = options.join_timeout,
                   .rejoin_interval = options.rejoin_interval,

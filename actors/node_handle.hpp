@@ -4,7 +4,7 @@
 //
 //   actors::SystemConfig cfg{config};
 //   caf::actor_system system{cfg};
-//   auto node = actors::start_node(system, {.config = config, .seed_address = seed});
+//   auto node = actors::start_node(system, {.config = config, .seeds = {seed}});
 //   if (!node) return fail(node.error());                        // bad token file, port in use, ...
 //   std::cout << "listening on " << node.value().address() << std::endl;
 //   auto joined = node.value().wait_joined();
@@ -34,8 +34,9 @@ namespace gridtrain::actors {
 struct NodeOptions {
   config::Config config;
   // Where to join. Neither: bootstrap a new cluster, this node hosting its GridMaster.
-  std::optional<config::Endpoint> seed_address;  // the node listening at host:port
-  caf::actor seed_node;  // a node actor in this process (in-process clusters); wins over `seed_address`
+  // The nodes listening at these host:ports, asked in order until one that is a member answers.
+  std::vector<config::Endpoint> seeds;
+  caf::actor seed_node;  // a node actor in this process (in-process clusters); wins over `seeds`
   std::uint64_t node_id = 0;             // 0: a random id
   // The parameters to average. Null: learner.kind must be probe, and a probe store is made (learner/probe.hpp).
   std::shared_ptr<learner::ParameterStore> store;

@@ -4,7 +4,7 @@
 // drive actors themselves use system().
 //
 //   actors::Runtime runtime{config};
-//   auto node = runtime.start_node({.config = config, .seed_address = seed});
+//   auto node = runtime.start_node({.config = config, .seeds = {seed}});
 //   auto view = runtime.grid_view(config::Endpoint{"10.0.0.5", 7000});
 
 #include <caf/actor_system.hpp>

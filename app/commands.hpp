@@ -29,7 +29,7 @@ int check_config(const CheckConfigArgs& args);
 
 struct RunArgs {
   std::string config_file;
-  std::string seed_address;  // HOST:PORT of a member to join through; "" = bootstrap a new cluster
+  std::string seed_address;  // HOST:PORT of a member to join through, or a list tried in order; "" = bootstrap
   std::string listen;
   std::vector<std::string> overrides;
   std::string name;      // stable across restarts: names the checkpoint file and the CSV rows

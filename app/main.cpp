@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   app::RunArgs run_args;
   auto* run_cmd = cli.add_subcommand("run", "Run one node; without --seed it bootstraps a new cluster");
   run_cmd->add_option("--config", run_args.config_file, "The cluster's YAML config")->required();
-  run_cmd->add_option("--seed", run_args.seed_address, "HOST:PORT of any node of the cluster to join");
+  run_cmd->add_option("--seed", run_args.seed_address,
+                      "HOST:PORT of any node of the cluster to join, or a list a:1,b:2,... tried in order");
   run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
   run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
   run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port)");
@@ -54,7 +55,8 @@ int main(int argc, char** argv) {
 
   app::StatusArgs status_args;
   auto* status_cmd = cli.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
-  status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster")->required();
+  status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster, or a list a:1,b:2")
+      ->required();
   status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
 
   // CLI11 reports through exceptions: caught here, at its boundary.

@@ -61,7 +61,7 @@ void configure_logging(const config::MetricsConfig& metrics) {
 
 struct RunPlan {
   config::Config config;
-  std::optional<config::Endpoint> seed_address;  // nullopt: bootstrap a new cluster
+  std::vector<config::Endpoint> seeds;  // asked in order; none: bootstrap a new cluster
   std::string name;
 };
 
@@ -69,16 +69,20 @@ struct RunPlan {
 Result<RunPlan> configure(const RunArgs& args) {
   auto loaded = config::load_file(args.config_file, args.overrides);
   if (!loaded) return loaded.error();
-  RunPlan plan{std::move(loaded).value(), std::nullopt, args.name};
+  RunPlan plan{std::move(loaded).value(), {}, args.name};
   if (!args.listen.empty()) {
     auto listen = endpoint_option("--listen", args.listen);
     if (!listen) return listen.error();
     plan.config.cluster.listen = listen.value();
   }
   if (!args.seed_address.empty()) {
-    auto seed = endpoint_option("--seed", args.seed_address);
-    if (!seed) return seed.error();
-    plan.seed_address = seed.value();
+    auto seeds = config::parse_endpoint_list(args.seed_address);
+    if (!seeds) {
+      Error error = seeds.error();
+      error.source = "--seed";
+      return error;
+    }
+    plan.seeds = std::move(seeds).value();
   }
   if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
     return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
@@ -136,7 +140,7 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
 Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& plan, Training* training) {
   actors::NodeOptions options;
   options.config = plan.config;
-  options.seed_address = plan.seed_address;
+  options.seeds = plan.seeds;
   if (training) {
     // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
     options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
@@ -149,7 +153,10 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
 }
 
 std::string cluster_name(const RunPlan& plan, const actors::NodeHandle& node) {
-  return plan.seed_address ? plan.seed_address->to_string() : node.address();
+  if (plan.seeds.empty()) return node.address();
+  std::string names;
+  for (const config::Endpoint& seed : plan.seeds) names += (names.empty() ? "" : ",") + seed.to_string();
+  return names;
 }
 
 // 4. Blocks until the cluster decides; the exit code when the run ends here, nullopt once welcomed.
@@ -168,8 +175,8 @@ std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& 
     case actors::JoinResult::unreachable:
       break;
   }
-  return fail(kInternal, "could not join " + (plan.seed_address ? plan.seed_address->to_string()
-                                                                 : std::string("a new cluster")) +
+  return fail(kInternal, "could not join " + (plan.seeds.empty() ? std::string("a new cluster")
+                                                                 : "through " + cluster_name(plan, node)) +
                              ": " + joined.reason);
 }
 

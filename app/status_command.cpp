@@ -10,17 +10,27 @@
 namespace gridtrain::app {
 
 int status(const StatusArgs& args) {
-  auto seed = config::parse_endpoint(args.seed_address);
-  if (!seed) {
-    Error error = seed.error();
+  auto seeds = config::parse_endpoint_list(args.seed_address);
+  if (!seeds) {
+    Error error = seeds.error();
     error.source = "--seed";
     return fail(error);
   }
   spdlog::set_level(spdlog::level::warn);
   actors::Runtime runtime{config::Config{}};
-  auto view = runtime.grid_view(seed.value());
-  if (!view) return fail(kInternal, view.error().to_string());
-  std::cout << (args.json ? telemetry::grid_view_json(view.value()) + "\n" : telemetry::grid_view_table(view.value()));
+  // The first seed that answers with the grid; every failure is reported if none does.
+  std::string failures;
+  std::optional<actors::GridView> view;
+  for (const config::Endpoint& seed : seeds.value()) {
+    auto asked = runtime.grid_view(seed);
+    if (asked) {
+      view = std::move(asked).value();
+      break;
+    }
+    failures += (failures.empty() ? "" : "; ") + seed.to_string() + ": " + asked.error().to_string();
+  }
+  if (!view) return fail(kInternal, failures);
+  std::cout << (args.json ? telemetry::grid_view_json(*view) + "\n" : telemetry::grid_view_table(*view));
   std::cout.flush();
   return kOk;
 }

@@ -44,4 +44,21 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   return Endpoint{std::string(host), static_cast<std::uint16_t>(value)};
 }
 
+Result<std::vector<Endpoint>> parse_endpoint_list(std::string_view text) {
+  std::vector<Endpoint> out;
+  std::size_t item = 0;
+  for (std::size_t begin = 0;; ++item) {
+    const std::size_t comma = text.find(',', begin);
+    const std::string_view one = text.substr(begin, comma == std::string_view::npos ? text.npos : comma - begin);
+    auto parsed = parse_endpoint(one);
+    if (!parsed) return Error{.message = "item " + std::to_string(item + 1) + ": " + parsed.error().message};
+    if (std::find(out.begin(), out.end(), parsed.value()) != out.end())
+      return Error{.message = "item " + std::to_string(item + 1) + ": " + parsed.value().to_string() +
+                              " is listed twice"};
+    out.push_back(std::move(parsed).value());
+    if (comma == std::string_view::npos) return out;
+    begin = comma + 1;
+  }
+}
+
 }  // namespace gridtrain::config

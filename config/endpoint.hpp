@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/result.hpp"
 
@@ -22,5 +23,9 @@ struct Endpoint {
 // Parses "host:port" or "[ipv6]:port". The Error carries only a message (what was expected and what was found);
 // the caller adds the source and key it knows.
 Result<Endpoint> parse_endpoint(std::string_view text);
+
+// Parses a comma-separated list of endpoints, "a:1,b:2,[::1]:3", in order; at least one, no duplicates. An
+// error names the item (its position and text) and what was wrong with it.
+Result<std::vector<Endpoint>> parse_endpoint_list(std::string_view text);
 
 }  // namespace gridtrain::config

@@ -172,13 +172,52 @@ TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   o.config = config;
   o.store = make_store(8, 1.0f);
   o.listen = false;
-  o.seed_address = config::Endpoint{"127.0.0.1", 1};  // nothing listens on port 1
+  o.seeds = {config::Endpoint{"127.0.0.1", 1}};  // nothing listens on port 1
   auto node = actors::start_node(system, o);
   REQUIRE(node.ok());
   const auto outcome = node.value().wait_joined();
   CHECK(outcome.result == actors::JoinResult::unreachable);
   CHECK(outcome.reason.find("127.0.0.1:1") != std::string::npos);
   node.value().wait();
+}
+
+TEST_CASE("a list of seeds is tried in order: the first that is a member lets the node in") {
+  auto config = cluster_config(1, 1.0);
+  actors::SystemConfig config_a{config}, config_b{config};
+  caf::actor_system a{config_a}, b{config_b};
+  actors::NodeOptions first;
+  first.config = config;
+  first.node_id = 1;
+  first.store = make_store(8, 1.0f);
+  auto bootstrap = actors::start_node(a, first);
+  REQUIRE(bootstrap.ok());
+  CHECK(bootstrap.value().wait_joined().result == actors::JoinResult::welcomed);
+
+  // Nothing listens on port 1; then the member.
+  actors::NodeOptions second = first;
+  second.node_id = 2;
+  second.store = make_store(8, 2.0f);
+  second.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
+  auto joined = actors::start_node(b, second);
+  REQUIRE(joined.ok());
+  CHECK(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+
+  // Two seeds, neither reachable: the reason names both.
+  actors::NodeOptions third = first;
+  third.node_id = 3;
+  third.listen = false;
+  third.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", 2}};
+  auto lost = actors::start_node(b, third);
+  REQUIRE(lost.ok());
+  const auto outcome = lost.value().wait_joined();
+  CHECK(outcome.result == actors::JoinResult::unreachable);
+  CHECK(outcome.reason.find("127.0.0.1:1") != std::string::npos);
+  CHECK(outcome.reason.find("127.0.0.1:2") != std::string::npos);
+  lost.value().wait();
+  joined.value().stop();
+  joined.value().wait();
+  bootstrap.value().stop();
+  bootstrap.value().wait();
 }
 
 TEST_CASE("nodes in two actor systems join over TCP, show in status, and average their parameters") {
@@ -197,7 +236,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
-  second.seed_address = config::Endpoint{"127.0.0.1", bootstrap.value().port()};
+  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
   auto joined = actors::start_node(b, second);
   REQUIRE(joined.ok());
   CHECK(joined.value().wait_joined().result == actors::JoinResult::welcomed);
@@ -242,7 +281,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
-  second.seed_address = config::Endpoint{"127.0.0.1", bootstrap.value().port()};
+  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
   auto joined = b.start_node(second);
   REQUIRE(joined.ok());
   REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);

@@ -105,8 +105,12 @@ TEST_CASE("every message type crosses a real connection whole") {
   const RoundDone done{key, 2, 1};
   CHECK(text(c.round_trip(done)) == text(done));
 
-  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a}}};
-  CHECK(text(c.round_trip(grid)) == text(grid));
+  const LayoutState layout{2, 0, 2, 3, {42}, {0, 1}, {1}, {0}, {42}};
+  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a, {a, a}, {a}}}, layout, 42};
+  const auto grid_back = c.round_trip(grid);
+  CHECK(text(grid_back) == text(grid));
+  CHECK(grid_back.members.at(0).dimension_nodes.size() == 2);
+  CHECK(grid_back.layout.coords == layout.coords);
   const NodeFigures figures{10, 0.5, 2.0, 100, -1, 3, 4};
   const NodeReport report{42, figures, payload};
   const auto report_back = c.round_trip(report);

@@ -35,7 +35,7 @@ TEST_CASE("line peers that learned of each other through the GridMaster talk ove
     o.config = config;
     o.node_id = id;
     o.store = make_store(100, static_cast<float>(id));
-    o.seed_address = seed;
+    if (seed) o.seeds = {*seed};
     auto node = actors::start_node(system, o);
     REQUIRE(node.ok());
     CHECK(node.value().wait_joined().result == actors::JoinResult::welcomed);

@@ -167,3 +167,30 @@ TEST_CASE("gridnode status shows the effective shape, each node's line peers, an
   CHECK(pair.output.find("shape 2") != std::string::npos);
   CHECK(pair.output.find("warning") == std::string::npos);
 }
+
+TEST_CASE("--seed takes a list tried in order, for run and for status; any member serves as the seed") {
+  Cluster cluster;
+  cluster.start(1.0);
+  const auto second = cluster.start(2.0);
+  // Port 1 answers nothing: the list goes on to the second node, a member that is not the GridMaster's.
+  const std::string list = "127.0.0.1:1," + cluster.address(second);
+  auto third = ChildProcess::start(gridnode, {"run", "--config", cluster.config(), "--listen", "127.0.0.1:0",
+                                              "--seed", list, "--set", "learner.probe_value=3"});
+  REQUIRE_OK(third);
+  CHECK(third.value()->wait_for_line("joined the cluster as node", 30s).has_value());
+  auto status = run_command(gridnode, {"status", "--seed", list, "--json"}, 20s);
+  INFO(status.output);
+  CHECK(status.exit_code == 0);
+  CHECK(status.output.find("\"nodes\"") != std::string::npos);
+  json last;
+  CHECK(eventually([&] { return (last = cluster.status()).is_object() && last["nodes"].size() == 3; }, 30s));
+
+  auto none = run_command(gridnode, {"status", "--seed", "127.0.0.1:1,127.0.0.1:2"}, 20s);
+  CHECK(none.exit_code != 0);
+  CHECK(none.output.find("127.0.0.1:1") != std::string::npos);
+  CHECK(none.output.find("127.0.0.1:2") != std::string::npos);
+  auto bad = run_command(gridnode, {"status", "--seed", "127.0.0.1:1,,x"}, 20s);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--seed") != std::string::npos);
+  CHECK(bad.output.find("item 2") != std::string::npos);
+}

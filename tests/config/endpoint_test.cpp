@@ -7,6 +7,7 @@
 
 using gridtrain::config::Endpoint;
 using gridtrain::config::parse_endpoint;
+using gridtrain::config::parse_endpoint_list;
 
 TEST_CASE("host:port parses into host and port, and prints back the same") {
   struct Good {
@@ -57,5 +58,32 @@ TEST_CASE("a malformed host:port is an error that quotes what was found") {
     CHECK(r.error().source.empty());  // the caller knows where the text came from
     CHECK(r.error().message.find(c.fragment) != std::string::npos);
     if (!c.text.empty()) CHECK(r.error().message.find("found '" + c.text + "'") != std::string::npos);
+  }
+}
+
+TEST_CASE("a seed list parses in order; a bad item, an empty item or a repeat is named by its position") {
+  auto one = parse_endpoint_list("a:1");
+  REQUIRE_OK(one);
+  CHECK(one.value() == std::vector<Endpoint>{{"a", 1}});
+  auto three = parse_endpoint_list("b:2,[::1]:3,a:1");
+  REQUIRE_OK(three);
+  CHECK(three.value() == std::vector<Endpoint>{{"b", 2}, {"::1", 3}, {"a", 1}});
+
+  struct Bad {
+    std::string text, fragment;
+  };
+  const std::vector<Bad> cases{
+      {"", "item 1: expected host:port, found an empty string"},
+      {"a:1,", "item 2: expected host:port, found an empty string"},
+      {"a:1,,b:2", "item 2:"},
+      {"a:1,b", "item 2: expected host:port (no ':port'), found 'b'"},
+      {"a:1, b:2", "item 2: expected host:port without spaces"},
+      {"a:1,b:2,a:1", "item 3: a:1 is listed twice"},
+  };
+  for (const Bad& c : cases) {
+    CAPTURE(c.text);
+    auto r = parse_endpoint_list(c.text);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find(c.fragment) != std::string::npos);
   }
 }

@@ -1,0 +1,86 @@
+// The GridState every node holds is the GridMaster's whole state: a successor could rebuild the same layout, with
+// every member's handles, from any node's copy (the ground failover stands on).
+#include <doctest/doctest.h>
+
+#include "actors/grid_master.hpp"
+#include "actors/messages.hpp"
+#include "deterministic_cluster.hpp"
+#include "test_support.hpp"
+#include "tests/base/require_ok.hpp"
+
+namespace gridtrain::testing {
+namespace {
+
+using namespace gridtrain::actors;
+
+grid::Layout restored(const LayoutState& state) {
+  auto snapshot = layout_snapshot(state);
+  REQUIRE_OK(snapshot);
+  grid::Layout layout = grid::Layout::fixed(1);
+  const std::string why = grid::Layout::restore(snapshot.value(), layout);
+  REQUIRE_MESSAGE(why.empty(), why);
+  return layout;
+}
+
+}  // namespace
+
+TEST_CASE("every node's last GridState rebuilds the GridMaster's layout and knows every member's handles") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  for (std::uint64_t id = 1; id <= 8; ++id) cluster.add(id, make_store(16, 1.0f), true);
+  cluster.kill(3);  // a leave after the joins: the layout has moved on since some nodes joined
+  cluster.sim().run();
+  const GridMasterState& master = cluster.grid_master();
+  const grid::LayoutSnapshot want = master.layout.snapshot();
+  for (std::uint64_t id : cluster.live()) {
+    CAPTURE(id);
+    const auto& held = cluster.state(id).grid;
+    REQUIRE(held.has_value());
+    CHECK(held->epoch == master.epoch);
+    CHECK(held->layout_version == master.layout_version);
+    CHECK(held->grid_master_node == 1);
+    CHECK(restored(held->layout).snapshot() == want);
+    REQUIRE(held->members.size() == master.members.size());
+    for (const MemberState& m : held->members) {
+      const auto& known = master.members.at(m.place.node_id);
+      CHECK(m.node == known.node);
+      CHECK(m.dimension_nodes == known.dimension_nodes);
+      CHECK(m.line_masters == known.line_masters);
+    }
+  }
+}
+
+TEST_CASE("a layout state whose sizes do not fit each other is refused before anything is built from it") {
+  const LayoutState good{2, 0, 2, 3, {7, 9}, {0, 0, 1, 0}, {0}, {0}, {7}};
+  REQUIRE_OK(layout_snapshot(good));
+  struct Bad {
+    const char* what;
+    LayoutState state;
+    const char* fragment;
+  };
+  std::vector<Bad> cases;
+  auto with = [&](const char* what, const char* fragment, auto change) {
+    LayoutState s = good;
+    change(s);
+    cases.push_back({what, s, fragment});
+  };
+  with("dims 0", "dims 0 outside", [](LayoutState& s) { s.dims = 0; });
+  with("dims 7", "dims 7 outside", [](LayoutState& s) { s.dims = 7; });
+  with("a coordinate short", "3 coordinates for 2 nodes", [](LayoutState& s) { s.coords.pop_back(); });
+  with("a master without a node", "different lengths", [](LayoutState& s) { s.master_nodes.clear(); });
+  with("a master in dimension 2 of 2", "a master of no dimension", [](LayoutState& s) { s.master_dims = {2}; });
+  for (const Bad& c : cases) {
+    CAPTURE(c.what);
+    auto r = layout_snapshot(c.state);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find(c.fragment) != std::string::npos);
+  }
+  // Sizes that fit but a layout that is not one: restore says so.
+  LayoutState shared = good;
+  shared.coords = {0, 0, 0, 0};
+  auto snapshot = layout_snapshot(shared);
+  REQUIRE_OK(snapshot);
+  grid::Layout layout = grid::Layout::fixed(1);
+  CHECK_FALSE(grid::Layout::restore(snapshot.value(), layout).empty());
+}
+
+}  // namespace gridtrain::testing
