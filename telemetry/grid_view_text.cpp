@@ -25,9 +25,11 @@ std::vector<std::size_t> line_peer_counts(const actors::GridView& view) {
   return peers;
 }
 
-std::vector<std::string> grid_view_warnings(const actors::GridView& view) {
+namespace {
+
+// The warnings, given line_peer_counts(view): the JSON and the table count the peers once for both uses.
+std::vector<std::string> warnings(const actors::GridView& view, const std::vector<std::size_t>& peers) {
   std::vector<std::string> out;
-  const auto peers = line_peer_counts(view);
   for (std::size_t i = 0; i < view.nodes.size(); ++i) {
     if (peers[i] > 0) continue;
     const actors::Placement& p = view.nodes[i].place;
@@ -37,6 +39,12 @@ std::vector<std::string> grid_view_warnings(const actors::GridView& view) {
     out.push_back(fmt::format("node {:016x} ({}) averages with nobody: {}", p.node_id, p.address, why));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> grid_view_warnings(const actors::GridView& view) {
+  return warnings(view, line_peer_counts(view));
 }
 
 std::string grid_view_json(const actors::GridView& view) {
@@ -66,7 +74,7 @@ std::string grid_view_json(const actors::GridView& view) {
               {"dims", view.dims},
               {"shape", view.shape},
               {"nodes", std::move(nodes)},
-              {"warnings", grid_view_warnings(view)}};
+              {"warnings", warnings(view, peers)}};
   return out.dump();
 }
 
@@ -98,7 +106,7 @@ std::string grid_view_table(const actors::GridView& view) {
                        n.place.node_id, n.place.address, "(" + joined(n.place.coords, ",") + ")", masters, peers[i],
                        f.rounds_done, f.param_mean, f.param_l2, distance, f.samples, accuracy);
   }
-  for (const std::string& w : grid_view_warnings(view)) out += "warning: " + w + "\n";
+  for (const std::string& w : warnings(view, peers)) out += "warning: " + w + "\n";
   return out;
 }
 

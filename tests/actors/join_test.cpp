@@ -44,6 +44,14 @@ std::string token_in(const std::string& path) {
 
 std::size_t members_listed(DeterministicCluster& cluster) { return cluster.status().nodes.size(); }
 
+// Starts a node in `system` with `options` and waits until it is welcomed (it bootstraps when it has no seeds).
+actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options) {
+  auto node = actors::start_node(system, options);
+  REQUIRE(node.ok());
+  CHECK(node.value().wait_joined().result == actors::JoinResult::welcomed);
+  return node.value();
+}
+
 }  // namespace
 
 TEST_CASE("a node with a different model is rejected with a reason, and ends") {
@@ -189,18 +197,14 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   first.config = config;
   first.node_id = 1;
   first.store = make_store(8, 1.0f);
-  auto bootstrap = actors::start_node(a, first);
-  REQUIRE(bootstrap.ok());
-  CHECK(bootstrap.value().wait_joined().result == actors::JoinResult::welcomed);
+  auto bootstrap = start_welcomed(a, first);
 
   // Nothing listens on port 1; then the member.
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(8, 2.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
-  auto joined = actors::start_node(b, second);
-  REQUIRE(joined.ok());
-  CHECK(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+  second.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  auto joined = start_welcomed(b, second);
 
   // Two seeds, neither reachable: the reason names both.
   actors::NodeOptions third = first;
@@ -214,10 +218,10 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   CHECK(outcome.reason.find("127.0.0.1:1") != std::string::npos);
   CHECK(outcome.reason.find("127.0.0.1:2") != std::string::npos);
   lost.value().wait();
-  joined.value().stop();
-  joined.value().wait();
-  bootstrap.value().stop();
-  bootstrap.value().wait();
+  joined.stop();
+  joined.wait();
+  bootstrap.stop();
+  bootstrap.wait();
 }
 
 TEST_CASE("nodes in two actor systems join over TCP, show in status, and average their parameters") {
@@ -228,37 +232,33 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   first.config = config;
   first.node_id = 1;
   first.store = make_store(1000, 1.0f);
-  auto bootstrap = actors::start_node(a, first);
-  REQUIRE(bootstrap.ok());
-  REQUIRE(bootstrap.value().port() != 0);
-  CHECK(bootstrap.value().wait_joined().result == actors::JoinResult::welcomed);
+  auto bootstrap = start_welcomed(a, first);
+  REQUIRE(bootstrap.port() != 0);
 
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
-  auto joined = actors::start_node(b, second);
-  REQUIRE(joined.ok());
-  CHECK(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  auto joined = start_welcomed(b, second);
 
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
   CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
-  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.value().port()});
+  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()});
   REQUIRE(status.ok());
   CHECK(status.value().nodes.size() == 2);
-  CHECK(status.value().nodes[1].place.address == joined.value().address());
+  CHECK(status.value().nodes[1].place.address == joined.address());
   CHECK(eventually([&] {
-    const auto s = actors::query_grid_view(b, joined.value().actor());
+    const auto s = actors::query_grid_view(b, joined.actor());
     return s.ok() && s.value().nodes.size() == 2 && s.value().nodes[0].figures.rounds_done > 0 &&
            s.value().nodes[1].param_distance == 0;
   }));
 
-  joined.value().stop();
-  joined.value().wait();
-  CHECK(eventually([&] { return actors::query_grid_view(a, bootstrap.value().actor()).value().nodes.size() == 1; }));
-  bootstrap.value().stop();
-  bootstrap.value().wait();
+  joined.stop();
+  joined.wait();
+  CHECK(eventually([&] { return actors::query_grid_view(a, bootstrap.actor()).value().nodes.size() == 1; }));
+  bootstrap.stop();
+  bootstrap.wait();
 }
 
 TEST_CASE("a node joining over TCP copies a member's model with warm_start; a node alone copies nobody") {
