@@ -163,6 +163,13 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         s.line_lost = true;
         for (const auto& w : s.workers) self->send(w, lost_atom::value);
       },
+      [self](lost_atom, std::uint64_t epoch, std::uint64_t layout_version) {
+        // Only a line older than the version the node was welcomed at: a line of that version may be here already.
+        auto& s = self->state;
+        if (!s.line || std::tie(s.line->epoch, s.line->layout_version) >= std::tie(epoch, layout_version)) return;
+        s.line_lost = true;
+        for (const auto& w : s.workers) self->send(w, lost_atom::value);
+      },
       [self](std::uint32_t slot, const RoundStats& stats) {
         auto& s = self->state;
         if (slot >= s.worker_stats.size()) return;

@@ -29,6 +29,8 @@ Status admit(const GridMasterState& s, const Join& join) {
   if (join.node_id == 0 || join.node_id == grid::kNoNode) return refuse("invalid node id");
   if (s.members.count(join.node_id))
     return refuse(fmt::format("node id {:016x} is already in the cluster", join.node_id));
+  if (join.epoch > s.epoch && !s.electing)
+    return refuse(fmt::format("it was a member of epoch {}, newer than this cluster's {}", join.epoch, s.epoch));
   auto all_set = [](const std::vector<caf::actor>& v) {
     return v.size() == kDimsOffered && std::all_of(v.begin(), v.end(), [](const caf::actor& a) { return bool(a); });
   };
@@ -58,11 +60,20 @@ void apply(Self self, const grid::LayoutDelta& delta) {
   }
 }
 
+
+// Every line of the layout started under the present epoch and version (a successor's takeover).
+void start_all_lines(Self self) {
+  grid::LayoutDelta all;
+  all.started = self->state.layout.lines();
+  apply(self, all);
+}
+
 }  // namespace
 
 GridState grid_state(const GridMasterState& s) {
   GridState g{s.epoch, s.layout_version, static_cast<std::uint32_t>(s.layout.dims()), {}, {},
-              layout_state(s.layout.snapshot()), s.setup.node_id};
+              layout_state(s.layout.snapshot()), s.setup.node_id,
+              std::vector<std::uint64_t>(s.quorum_members.begin(), s.quorum_members.end())};
   for (int side : s.layout.shape()) g.shape.push_back(side);
   for (const auto& [id, m] : s.members) {
     MemberState ms{{id, m.address, {}, {}}, m.node, m.dimension_nodes, m.line_masters};
@@ -86,11 +97,30 @@ void push_state(Self self) {
   for (const auto& [id, m] : s.members) self->send(m.node, state);
 }
 
-// After every change: a new layout version, the lines told, and every node told.
+// After every change: a new layout version, the lines told, and every node told. The present members are
+// confirmed once each has acknowledged this version.
 void changed(Self self, const grid::LayoutDelta& delta) {
   ++self->state.layout_version;
+  self->state.confirm_version = self->state.layout_version;
   apply(self, delta);
   push_state(self);
+}
+
+// How many of the confirmed members it still has (its own node included).
+std::size_t confirmed_present(const GridMasterState& s) {
+  return static_cast<std::size_t>(std::count_if(s.quorum_members.begin(), s.quorum_members.end(),
+                                                [&](std::uint64_t id) { return s.members.count(id) > 0; }));
+}
+
+// Ends this GridMaster without touching the state: its members, and its own node, notice its end and elect a
+// successor among themselves, which only a majority can do.
+void step_down(Self self, const std::string& why) {
+  auto& s = self->state;
+  spdlog::error("grid_master: stepping down from epoch {}: {}", s.epoch, why);
+  for (const Join& join : s.waiting)
+    self->send(join.node, Reject{join.node_id, "the cluster has no GridMaster now (electing one); try again", true});
+  s.waiting.clear();
+  self->quit(caf::exit_reason::normal);
 }
 
 void remove(Self self, std::uint64_t id, const char* why) {
@@ -100,6 +130,7 @@ void remove(Self self, std::uint64_t id, const char* why) {
   self->demonitor(m->second.node);
   const grid::LayoutDelta delta = s.layout.remove(id);
   ++s.layout_version;
+  s.confirm_version = s.layout_version;
   // The lines first, while the member's handles are still known: the lines it mastered get their StopLine even if
   // it is still alive (stalled past the connection timeout, say), so that its LineMasters stop driving them.
   apply(self, delta);
@@ -110,9 +141,35 @@ void remove(Self self, std::uint64_t id, const char* why) {
                s.layout_version);
 }
 
+// A member's connection was lost. It may be dead, or this GridMaster may be the one cut off: it removes the
+// member only if it keeps a strict majority of the confirmed members, and otherwise steps down.
+void lost(Self self, std::uint64_t id) {
+  auto& s = self->state;
+  const std::size_t left = confirmed_present(s) - (s.quorum_members.count(id) ? 1 : 0);
+  if (2 * left <= s.quorum_members.size())
+    return step_down(self, fmt::format("it lost node {:016x} and would reach {} of the {} confirmed members, not a "
+                                       "majority: it may be the one cut off",
+                                       id, left, s.quorum_members.size()));
+  remove(self, id, "is unreachable: its connection was lost (crashed, stalled or cut off)");
+}
+
+// Every member acknowledged the version of the last change: the present members are the confirmed ones.
+void confirm_if_acked(Self self) {
+  auto& s = self->state;
+  if (s.confirm_version == 0) return;
+  for (const auto& [id, m] : s.members)
+    if (m.acked_version < s.confirm_version) return;
+  s.confirm_version = 0;
+  std::set<std::uint64_t> present;
+  for (const auto& [id, m] : s.members) present.insert(id);
+  if (present == s.quorum_members) return;
+  s.quorum_members = std::move(present);
+  push_state(self);  // the nodes elect against the confirmed members they hold
+}
+
 GridView grid_view(const GridMasterState& s) {
   GridState g = grid_state(s);
-  GridView out{g.epoch, g.layout_version, g.dims, g.shape, {}};
+  GridView out{g.epoch, g.layout_version, g.dims, g.shape, {}, g.grid_master_node};
   std::vector<const std::vector<float>*> samples;
   for (MemberState& ms : g.members) {
     const auto& report = s.members.at(ms.place.node_id).report;
@@ -122,6 +179,133 @@ GridView grid_view(const GridMasterState& s) {
   const std::vector<double> distance = allreduce::replica_distances(samples, s.setup.model_floats);
   for (std::size_t i = 0; i < out.nodes.size(); ++i) out.nodes[i].param_distance = distance[i];
   return out;
+}
+
+Welcome welcome_for(Self self, std::uint64_t id, bool kept_place) {
+  auto& s = self->state;
+  return Welcome{id,
+                 s.epoch,
+                 config::to_yaml(s.setup.config),
+                 caf::actor_cast<caf::actor>(self),
+                 s.setup.address,
+                 s.setup.node_id,
+                 s.layout_version,
+                 kept_place};
+}
+
+// A Join while leading: checked, then the node is placed and welcomed.
+void admit_join(Self self, const Join& join) {
+  auto& s = self->state;
+  if (Status admitted = admit(s, join); !admitted.ok()) {
+    const std::string& why = admitted.error().message;
+    ++s.rejected;
+    spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
+    self->send(join.node, Reject{join.node_id, why});
+    return;
+  }
+  s.members.emplace(join.node_id,
+                    GridMasterState::Member{join.address, join.node, join.dimension_nodes, join.line_masters, {}, 0});
+  self->monitor(join.node);
+  const grid::LayoutDelta delta = s.layout.add(join.node_id);
+  // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
+  changed(self, delta);
+  self->send(join.node, welcome_for(self, join.node_id, false));
+  spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id, join.address,
+               s.members.size(), s.layout_version);
+}
+
+// -- electing ----------------------------------------------------------------------------------------------------
+
+bool in_last_state(const GridMasterState& s, std::uint64_t id) {
+  const auto& q = s.setup.takeover->quorum_members;
+  return std::find(q.begin(), q.end(), id) != q.end();
+}
+
+bool has_majority(const GridMasterState& s) {
+  return 2 * s.votes.size() > s.setup.takeover->quorum_members.size();
+}
+
+// Every confirmed member voted but the node of the GridMaster that was lost: nobody else is worth waiting for.
+bool every_vote_in(const GridMasterState& s) {
+  for (std::uint64_t id : s.setup.takeover->quorum_members)
+    if (id != s.setup.takeover->grid_master_node && !s.votes.count(id)) return false;
+  return true;
+}
+
+// The layout as the last state had it, with only the voters: restored, then the others removed. A state that
+// does not restore (it came off the wire) gives a fresh layout with the voters added in id order.
+void restore_layout(Self self) {
+  auto& s = self->state;
+  const GridState& last = *s.setup.takeover;
+  auto snapshot = layout_snapshot(last.layout);
+  std::string why = snapshot ? grid::Layout::restore(snapshot.value(), s.layout) : snapshot.error().message;
+  if (!why.empty()) {
+    spdlog::error("grid_master: the last layout does not restore ({}); placing the voters afresh", why);
+    s.layout = s.setup.config.grid.dims ? grid::Layout::fixed(*s.setup.config.grid.dims)
+                                        : grid::Layout::automatic(s.setup.config.grid.max_line);
+  }
+  for (grid::NodeId id : s.layout.members())
+    if (!s.votes.count(id)) s.layout.remove(id);
+  for (const auto& [id, vote] : s.votes)
+    if (!s.layout.contains(id)) s.layout.add(id);
+}
+
+void take_over(Self self) {
+  auto& s = self->state;
+  const GridState& last = *s.setup.takeover;
+  std::uint64_t newest = last.epoch;
+  for (const auto& [id, vote] : s.votes) newest = std::max(newest, vote.epoch);
+  s.electing = false;
+  s.epoch = newest + 1;
+  s.layout_version = last.layout_version + 1;
+  restore_layout(self);
+  for (const auto& [id, vote] : s.votes) {
+    s.members.emplace(id, GridMasterState::Member{vote.address, vote.node, vote.dimension_nodes, vote.line_masters,
+                                                  {}, 0});
+    s.quorum_members.insert(id);  // each voted: it holds this cluster's state from now on
+  }
+  s.votes.clear();
+  start_all_lines(self);
+  push_state(self);
+  for (const auto& [id, m] : s.members) self->send(m.node, welcome_for(self, id, true));
+  spdlog::warn("grid_master: took over as the cluster's GridMaster: epoch {}, {} of the {} members of epoch {} "
+               "voted; layout version {}",
+               s.epoch, s.members.size(), last.quorum_members.size(), last.epoch, s.layout_version);
+  std::vector<Join> waiting = std::move(s.waiting);
+  s.waiting.clear();
+  for (const Join& join : waiting) admit_join(self, join);
+}
+
+void check_election(Self self) {
+  auto& s = self->state;
+  if (!s.electing || !has_majority(s)) return;
+  if (every_vote_in(s)) return take_over(self);
+  if (s.grace_armed) return;
+  s.grace_armed = true;
+  self->delayed_send(self, s.setup.takeover_grace, takeover_atom::value);
+}
+
+// A Join while electing: a vote from a member of the last state, or a new node that waits for the outcome.
+void election_join(Self self, const Join& join) {
+  auto& s = self->state;
+  if (join.protocol != protocol_version || !token_proof_matches(s.setup.token, join.node_id, join.token_proof))
+    return admit_join(self, join);  // refused, with the reason (admit says which)
+  if (in_last_state(s, join.node_id)) {
+    if (!join.vote) {
+      self->send(join.node, Reject{join.node_id, "it is electing a GridMaster itself", true});
+      return;
+    }
+    if (!s.votes.count(join.node_id)) self->monitor(join.node);
+    s.votes[join.node_id] = join;
+    spdlog::info("grid_master: vote of node {:016x}: {} of the {} members of epoch {}", join.node_id, s.votes.size(),
+                 s.setup.takeover->quorum_members.size(), s.setup.takeover->epoch);
+    return check_election(self);
+  }
+  if (s.waiting.size() >= kMaxWaitingJoins) {
+    self->send(join.node, Reject{join.node_id, "the cluster has no GridMaster now (electing one); try again", true});
+    return;
+  }
+  s.waiting.push_back(join);
 }
 
 }  // namespace
@@ -136,15 +320,23 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
   s.settings = line_settings(s.setup.config, s.setup.model_floats);
   s.layout = s.setup.config.grid.dims ? grid::Layout::fixed(*s.setup.config.grid.dims)
                                       : grid::Layout::automatic(s.setup.config.grid.max_line);
+  if (s.setup.takeover) {
+    s.electing = true;
+    s.epoch = s.setup.takeover->epoch;
+  }
   drop_unexpected(self);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
-    for (const auto& [id, m] : s.members) {
-      if (m.node.address() == down.source) {
-        remove(self, id, "is unreachable: its connection was lost (crashed, stalled or cut off)");
-        return;
-      }
+    if (s.electing) {  // a voter went away: its vote is no longer good
+      for (auto it = s.votes.begin(); it != s.votes.end(); ++it)
+        if (it->second.node.address() == down.source) {
+          s.votes.erase(it);
+          return;
+        }
+      return;
     }
+    for (const auto& [id, m] : s.members)
+      if (m.node.address() == down.source) return lost(self, id);
   });
   return {
       [self](const Join& join) {
@@ -153,26 +345,25 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           log_dropped("grid_master", s.bad_messages, "a join without a node handle");
           return;
         }
-        if (Status admitted = admit(s, join); !admitted.ok()) {
-          const std::string& why = admitted.error().message;
-          ++s.rejected;
-          spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
-          self->send(join.node, Reject{join.node_id, why});
-          return;
-        }
-        s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.node, join.dimension_nodes,
-                                                                join.line_masters, {}});
-        self->monitor(join.node);
-        const grid::LayoutDelta delta = s.layout.add(join.node_id);
-        // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
-        changed(self, delta);
-        self->send(join.node, Welcome{join.node_id, s.epoch, config::to_yaml(s.setup.config),
-                                      caf::actor_cast<caf::actor>(self), s.setup.address, s.setup.node_id});
-        spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id,
-                     join.address, s.members.size(), s.layout_version);
+        if (s.electing) return election_join(self, join);
+        admit_join(self, join);
+        // The first member (the bootstrapping node, or a joiner) is confirmed at once: there is nobody to ask.
+        if (s.quorum_members.empty() && !s.members.empty()) s.quorum_members.insert(join.node_id);
+      },
+      [self](takeover_atom) {
+        auto& s = self->state;
+        s.grace_armed = false;
+        if (s.electing && has_majority(s)) take_over(self);
+      },
+      [self](step_down_atom) {
+        if (self->state.electing) step_down(self, "its node found a member to follow");
       },
       [self](const Leave& leave) {
-        if (leave.epoch == self->state.epoch) remove(self, leave.node_id, "left");
+        auto& s = self->state;
+        if (leave.epoch == s.epoch && !s.electing) {
+          s.quorum_members.erase(leave.node_id);  // it agreed to go: no majority counts it now
+          remove(self, leave.node_id, "left");
+        }
         return left_atom::value;
       },
       [self](NodeReport& report) {
@@ -183,9 +374,14 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
           return;
         }
+        if (report.epoch == s.epoch) m->second.acked_version = std::max(m->second.acked_version, report.layout_version);
         m->second.report = std::move(report);
+        confirm_if_acked(self);
       },
-      [self](grid_view_atom) { return grid_view(self->state); },
+      [self](grid_view_atom) -> caf::result<GridView> {
+        if (self->state.electing) return caf::make_error(caf::sec::request_receiver_down, "electing a GridMaster");
+        return grid_view(self->state);
+      },
   };
 }
 

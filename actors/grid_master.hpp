@@ -9,12 +9,24 @@
 // On every join or leave it turns the Layout's LayoutDelta into messages: StopLine to the LineMasters that lost
 // their line, StartLine to the appointed LineMaster of each new or changed line only, and the GridState to
 // every node.
+//
+// Failover (docs/design.md, "GridMaster failover"): a GridMaster is spawned either by the node that bootstraps the
+// cluster (leading from the start) or by a node that lost its GridMaster and stands as its successor, with the
+// last GridState it held (electing). Electing, it counts the Joins that are votes from members of that state, and
+// takes over only with a strict majority of its quorum members: at once when every member but the lost
+// GridMaster's node voted, otherwise after a grace for the late ones. Taking over, it raises the epoch, restores
+// the layout without the members that did not vote, and starts every line under the new epoch. Leading, it holds
+// the cluster only while it reaches a strict majority of the confirmed members (GridState::quorum_members): a
+// loss that would leave it fewer makes it step down (end) instead, so that a GridMaster cut off from most of its
+// cluster never runs a second cluster beside the one the others elect.
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,7 +43,14 @@ struct GridMasterSetup {
   std::uint64_t model_floats = 0;
   std::string address;  // advertised host:port of the node hosting the GridMaster
   std::uint64_t node_id = 0;  // that node's id
+  // Set: stand as successor, electing, with the last state this node held. Unset: bootstrap a cluster.
+  std::optional<GridState> takeover;
+  // Electing with a majority but not every vote: how long to wait for the rest before taking over without them.
+  std::chrono::milliseconds takeover_grace{500};
 };
+
+// Joins of new nodes an electing GridMaster holds until it takes over; more are refused (the node retries).
+inline constexpr std::size_t kMaxWaitingJoins = 64;
 
 // The settings every line of this cluster runs with.
 LineSettings line_settings(const config::Config& config, std::uint64_t model_floats);
@@ -43,15 +62,26 @@ struct GridMasterState {
     std::vector<caf::actor> dimension_nodes;
     std::vector<caf::actor> line_masters;
     std::optional<NodeReport> report;
+    std::uint64_t acked_version = 0;  // the layout version of this epoch its last report acknowledged
   };
 
   static inline const char* name = "grid_master";
   GridMasterSetup setup;
   LineSettings settings;
-  std::uint64_t epoch = 1;  // raised by a successor on failover (not implemented yet)
+  bool electing = false;
+  std::uint64_t epoch = 1;  // raised by a successor on failover
   std::uint64_t layout_version = 0;
   grid::Layout layout = grid::Layout::fixed(1);
   std::map<std::uint64_t, Member> members;
+  // The confirmed members (GridState::quorum_members), and the layout version every member must acknowledge
+  // before the present members are confirmed in their place (0: nothing to confirm).
+  std::set<std::uint64_t> quorum_members;
+  std::uint64_t confirm_version = 0;
+  // Electing: the votes so far (the voters' Joins), whether the grace timer is armed, and the Joins of new nodes
+  // that wait for the outcome.
+  std::map<std::uint64_t, Join> votes;
+  bool grace_armed = false;
+  std::vector<Join> waiting;
   std::uint64_t rejected = 0;
   std::uint64_t bad_messages = 0;
 };

@@ -123,6 +123,13 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         self->state.line.reset();
         self->state.open.clear();
       },
+      [self](lost_atom, std::uint64_t epoch, std::uint64_t layout_version) {
+        // The node was welcomed at this version: a line it masters of an older one is not the cluster's.
+        auto& s = self->state;
+        if (!s.line || std::tie(s.line->epoch, s.line->layout_version) >= std::tie(epoch, layout_version)) return;
+        s.line.reset();
+        s.open.clear();
+      },
       [self](stats_atom) { return self->state.rounds_started; },
       [self](allow_rounds_atom, std::uint64_t rounds) {
         auto& s = self->state;

@@ -47,7 +47,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 3;
+inline constexpr std::uint32_t protocol_version = 4;
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -93,12 +93,18 @@ struct Join {
   caf::actor node;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered of them, dimension d at index d
   std::vector<caf::actor> line_masters;     // likewise
+  // Failover (docs/design.md, "GridMaster failover"): the epoch of the cluster the sender was last a member of
+  // (0: never one), and whether it is a vote: the sender lost its GridMaster and asks the receiver, which it
+  // believes the lowest-id reachable member of its last GridState, to take over. A node votes for one candidate
+  // at a time; a candidate itself sends no votes.
+  std::uint64_t epoch = 0;
+  bool vote = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Join& x) {
   return f(caf::meta::type_name("join"), x.node_id, x.address, x.model_signature, x.model_floats, x.protocol,
-           x.token_proof, x.node, x.dimension_nodes, x.line_masters);
+           x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote);
 }
 
 // GridMaster -> Node: you are in. The run config is the cluster's (YAML text), not the joiner's own.
@@ -109,12 +115,15 @@ struct Welcome {
   caf::actor grid_master;
   std::string grid_master_address;  // advertised host:port of the node hosting it
   std::uint64_t grid_master_node_id = 0;  // that node's id
+  std::uint64_t layout_version = 0;       // the version that placed it: its lines are of this version or newer
+  // A successor took over with the node where it was (it voted): it keeps its lines' model, no warm start.
+  bool kept_place = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Welcome& x) {
   return f(caf::meta::type_name("welcome"), x.node_id, x.epoch, x.run_config, x.grid_master, x.grid_master_address,
-           x.grid_master_node_id);
+           x.grid_master_node_id, x.layout_version, x.kept_place);
 }
 
 // GridMaster -> Node: you are not in, and why (the node prints it and exits with code 3).
@@ -352,12 +361,15 @@ struct GridState {
   std::vector<MemberState> members;  // ascending by node_id
   LayoutState layout;
   std::uint64_t grid_master_node = 0;  // the id of the node hosting the GridMaster
+  // The confirmed members (ascending): those every member acknowledged. A GridMaster holds the cluster only while
+  // it reaches a strict majority of them, and a successor takes over only with the votes of a strict majority.
+  std::vector<std::uint64_t> quorum_members;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GridState& x) {
   return f(caf::meta::type_name("grid_state"), x.epoch, x.layout_version, x.dims, x.shape, x.members, x.layout,
-           x.grid_master_node);
+           x.grid_master_node, x.quorum_members);
 }
 
 template <class Inspector>
@@ -373,11 +385,14 @@ struct NodeReport {
   // The parameters at allreduce::replica_sample_indices(N): enough for the GridMaster to estimate each node's
   // distance to the cluster mean without shipping whole models.
   FloatPayload sample;
+  // The last GridState the node holds: the report acknowledges it (see GridState::quorum_members).
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeReport& x) {
-  return f(caf::meta::type_name("node_report"), x.node_id, x.figures, x.sample);
+  return f(caf::meta::type_name("node_report"), x.node_id, x.figures, x.sample, x.epoch, x.layout_version);
 }
 
 template <class Inspector>
@@ -388,7 +403,8 @@ typename Inspector::result_type inspect(Inspector& f, NodeView& x) {
 // The GridMaster's answer to grid_view_atom.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GridView& x) {
-  return f(caf::meta::type_name("grid_view"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes);
+  return f(caf::meta::type_name("grid_view"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes,
+           x.grid_master_node);
 }
 
 // -- counters (answers to stats_atom; also pushed from Worker to DimensionNode) ----------------------------------
@@ -424,8 +440,14 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
 // Node -> its DimensionNodes, LineMasters (and on to Workers): the node lost the cluster; drop every line.
+// (lost_atom, epoch, layout_version): drop only a line older than that (the node was welcomed at that version,
+// and its lines of the new one may already have arrived).
 using lost_atom = caf::atom_constant<caf::atom("lost")>;
-using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;  // Node: time for the next attempt to rejoin
+using walk_atom = caf::atom_constant<caf::atom("walk")>;          // Node: the next step of its rejoin walk
+using takeover_atom = caf::atom_constant<caf::atom("takeover")>;  // GridMaster: the election's grace has passed
+// Node -> the GridMaster it stands as candidate with: abandon the election (a live cluster or a lower member
+// answered).
+using step_down_atom = caf::atom_constant<caf::atom("stepdown")>;
 // Node: -> (signature, FloatPayload), its model now, for a joining node's warm start.
 using warm_params_atom = caf::atom_constant<caf::atom("wparams")>;
 

@@ -26,11 +26,11 @@ namespace {
 
 using Self = caf::stateful_actor<NodeState>*;
 
-void send_join(Self self, const caf::actor& to) {
+void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
   self->send(to, Join{s.setup.node_id, s.address, s.setup.store->signature(), s.setup.store->size(), protocol_version,
                       token_proof(s.setup.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
-                      s.dimension_nodes, s.line_masters});
+                      s.dimension_nodes, s.line_masters, s.epoch, vote});
 }
 
 // The join is over, one way or another: tell whoever waits. A node that is not in ends.
@@ -89,6 +89,10 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   f.param_l2 = std::sqrt(squares);
   for (std::size_t i : allreduce::replica_sample_indices(s.parameters.size()))
     r.sample.values.push_back(s.parameters[i]);
+  if (s.grid) {
+    r.epoch = s.grid->epoch;
+    r.layout_version = s.grid->layout_version;
+  }
   if (s.setup.progress) {
     f.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
     f.test_accuracy = s.setup.progress->test_accuracy.load(std::memory_order_relaxed);
@@ -96,59 +100,138 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
 
-// Asks the node actor at `address` (host:port, or "local:<id>" for a member of this process) to pass on our Join.
-void contact(Self self, const std::string& address) {
+// Calls `then` with the node actor at `address` (host:port, or "local:<id>" for a member of this process), or
+// with null when it cannot be reached within rejoin_interval.
+void reach(Self self, const std::string& address, std::function<void(caf::actor)> then) {
   auto& s = self->state;
   if (s.grid) {
     for (const MemberState& m : s.grid->members)
-      if (m.place.address == address && m.node && m.node.node() == self->node()) return send_join(self, m.node);
+      if (m.place.address == address && m.node && m.node.node() == self->node()) return then(m.node);
   }
   auto endpoint = config::parse_endpoint(address);
-  if (!endpoint) return;  // a node of this process that has gone: the next attempt asks another
+  if (!endpoint) return then(nullptr);  // a node of this process that has gone
   self->request(self->system().middleman().actor_handle(), s.setup.rejoin_interval, caf::connect_atom::value,
                 endpoint.value().host, endpoint.value().port)
-      .then(
-          [self](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
-            if (ptr && self->state.phase == NodePhase::rejoining) send_join(self, caf::actor_cast<caf::actor>(ptr));
-          },
-          [](caf::error&) {});  // unreachable now: the next attempt asks another
+      .then([then](caf::node_id&, caf::strong_actor_ptr& ptr,
+                   std::set<std::string>&) { then(caf::actor_cast<caf::actor>(ptr)); },
+            [then](caf::error&) { then(nullptr); });
 }
 
-// One attempt to rejoin, then the timer for the next.
-void try_rejoin(Self self) {
+// Withdraws the vote it gave `voted_for`, if any (a Join that is no vote takes it back).
+void withdraw_vote(Self self) {
   auto& s = self->state;
-  if (s.rejoin_candidates.empty()) return;
-  const std::string& to = s.rejoin_candidates[s.rejoin_next++ % s.rejoin_candidates.size()];
-  spdlog::info("node {:016x}: asking {} to rejoin the cluster", s.setup.node_id, to);
-  contact(self, to);
-  self->delayed_send(self, s.setup.rejoin_interval, rejoin_atom::value, ++s.rejoin_attempt);
+  if (s.voted_for) send_join(self, s.voted_for, false);
+  s.voted_for = nullptr;
 }
 
-// The node lost the cluster (see node.hpp): drop every line, then ask to be let in again.
-void lose_cluster(Self self, const std::string& why) {
+void abandon_candidacy(Self self, const std::string& why) {
   auto& s = self->state;
-  spdlog::warn("node {:016x}: {}; dropping its lines and rejoining", s.setup.node_id, why);
+  if (!s.candidate) return;
+  spdlog::info("node {:016x}: no longer stands as the GridMaster's successor: {}", s.setup.node_id, why);
+  self->send(s.candidate, step_down_atom::value);
+  s.candidate = nullptr;
+}
+
+// No member below it answered: it stands as the successor, with a GridMaster that elects from its last state.
+// Only a confirmed member of that state may stand (a majority of them must vote for it), and only one that lost
+// the GridMaster: one the GridMaster took out (Removed) knows it is alive.
+void stand(Self self) {
+  auto& s = self->state;
+  if (!s.lines_kept || !s.grid || std::find(s.grid->quorum_members.begin(), s.grid->quorum_members.end(), s.setup.node_id) ==
+                     s.grid->quorum_members.end())
+    return;
+  withdraw_vote(self);
+  spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
+               "needs the votes of {} of the {} confirmed members",
+               s.setup.node_id, s.grid->epoch, s.grid->quorum_members.size() / 2 + 1, s.grid->quorum_members.size());
+  GridMasterSetup setup{s.cluster_config.value_or(s.setup.config), s.setup.token, s.setup.store->signature(),
+                        s.setup.store->size(), s.address, s.setup.node_id, *s.grid};
+  s.candidate = self->spawn<caf::linked>(grid_master, std::move(setup));
+  send_join(self, s.candidate, true);
+}
+
+void walk_step(Self self, std::uint64_t token);
+
+void start_walk(Self self) {
+  auto& s = self->state;
+  s.walk_next = 0;
+  s.walk_found_lower = false;
+  s.walk_voted = false;
+  walk_step(self, ++s.walk_token);
+}
+
+// The next step of the rejoin walk (see node.hpp): its own entry, where it may stand; or a Join to the next
+// member that answers, then a short wait for the answer; or, the walk done, the next walk after rejoin_interval.
+void walk_step(Self self, std::uint64_t token) {
+  auto& s = self->state;
+  if (s.phase != NodePhase::rejoining || token != s.walk_token) return;
+  if (s.walk_next >= s.walk.size()) {
+    self->delayed_send(self, s.setup.rejoin_interval, walk_atom::value, ++s.walk_token, true);
+    return;
+  }
+  const NodeState::WalkEntry entry = s.walk[s.walk_next++];
+  const std::uint64_t next = ++s.walk_token;
+  if (entry.id == s.setup.node_id) {
+    if (!s.walk_found_lower && !s.candidate) stand(self);
+    return walk_step(self, next);
+  }
+  reach(self, entry.address, [self, entry, next](caf::actor node) {
+    auto& s = self->state;
+    if (s.phase != NodePhase::rejoining || next != s.walk_token) return;
+    if (!node) return walk_step(self, next);
+    const bool lower = entry.id != 0 && entry.id < s.setup.node_id;
+    if (lower) {
+      s.walk_found_lower = true;
+      abandon_candidacy(self, "member " + entry.address + ", below it, answers");
+    }
+    // A vote goes to the first (lowest) member that answers in this walk; the others only hear a Join, which a
+    // live cluster's member passes on to its GridMaster.
+    const bool vote = !s.candidate && !s.walk_voted;
+    if (vote) {
+      s.walk_voted = true;
+      if (s.voted_for != node) {
+        withdraw_vote(self);
+        spdlog::info("node {:016x}: asks member {} to let it back in, or to take over (its vote)", s.setup.node_id,
+                     entry.address);
+      }
+      s.voted_for = node;
+    }
+    send_join(self, node, vote);
+    self->delayed_send(self, s.setup.walk_answer_wait, walk_atom::value, next, false);
+  });
+}
+
+// The node lost the cluster (see node.hpp): it drops its lines unless `keep_lines`, then walks the members.
+void lose_cluster(Self self, const std::string& why, bool keep_lines) {
+  auto& s = self->state;
+  spdlog::warn("node {:016x}: {}; {}", s.setup.node_id, why,
+               keep_lines ? "its lines go on while it finds the cluster's GridMaster or elects one"
+                          : "dropping its lines and rejoining");
   s.phase = NodePhase::rejoining;
   if (s.grid_master) self->demonitor(s.grid_master);
   s.grid_master = nullptr;
   ++s.report_generation;
-  for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value);
-  for (const auto& m : s.line_masters) self->send(m, lost_atom::value);
-  // The GridMaster's node first: it decides; any other member passes the Join on. Then the seed we started from.
-  s.rejoin_candidates.clear();
-  auto add = [&](const std::string& address) {
-    if (!address.empty() && address != s.address &&
-        std::find(s.rejoin_candidates.begin(), s.rejoin_candidates.end(), address) == s.rejoin_candidates.end())
-      s.rejoin_candidates.push_back(address);
+  s.lines_kept = keep_lines;
+  if (!keep_lines) {
+    for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value);
+    for (const auto& m : s.line_masters) self->send(m, lost_atom::value);
+  }
+  s.walk.clear();
+  auto known = [&](const std::string& address) {
+    return address.empty() || address == s.address ||
+           std::any_of(s.walk.begin(), s.walk.end(), [&](const auto& e) { return e.address == address; });
   };
-  add(s.grid_master_address);
   if (s.grid)
-    for (const MemberState& m : s.grid->members) add(m.place.address);
-  for (const config::Endpoint& seed : s.setup.seeds) add(seed.to_string());
-  s.rejoin_next = 0;
-  if (s.rejoin_candidates.empty())
+    for (const MemberState& m : s.grid->members)
+      if (m.place.node_id == s.setup.node_id || !known(m.place.address))
+        s.walk.push_back({m.place.node_id, m.place.address});
+  for (const std::string& address : {s.grid_master_address})
+    if (!known(address)) s.walk.push_back({0, address});
+  for (const config::Endpoint& seed : s.setup.seeds)
+    if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string()});
+  if (s.walk.size() <= 1)
     spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
-  try_rejoin(self);
+  start_walk(self);
 }
 
 // Rejoined: copy the model of a line peer (a member otherwise), as a node joining a running cluster does, rather
@@ -220,7 +303,7 @@ void begin(Self self, std::string address) {
     auto gm = self->spawn<caf::linked>(
         grid_master,
         GridMasterSetup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
-                        s.setup.node_id});
+                        s.setup.node_id, std::nullopt});
     send_join(self, gm);
   }
 }
@@ -239,7 +322,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address())
-      lose_cluster(self, "lost contact with the GridMaster (" + self->system().render(down.reason) + ")");
+      lose_cluster(self, "lost contact with the GridMaster (" + self->system().render(down.reason) + ")", true);
   });
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
@@ -252,22 +335,38 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         auto& s = self->state;
         const bool rejoined = s.phase == NodePhase::rejoining;
         if ((s.phase != NodePhase::joining && !rejoined) || w.node_id != s.setup.node_id || !w.grid_master) return;
+        if (s.candidate && s.candidate != w.grid_master) abandon_candidacy(self, "the cluster's GridMaster let it in");
+        s.candidate = nullptr;  // or it is the GridMaster now
+        s.voted_for = nullptr;
         s.phase = NodePhase::member;
         s.grid_master = w.grid_master;
         s.grid_master_address = w.grid_master_address;
         s.epoch = w.epoch;
+        if (auto config = config::load_string(w.run_config, "the cluster's config"))
+          s.cluster_config = std::move(config).value();
         self->monitor(s.grid_master);
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
         connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
-        if (rejoined) {
+        if (rejoined && w.kept_place) {
           ++s.rejoins;
+          ++s.failovers;
+          spdlog::info("node {:016x}: in the cluster of epoch {} under its new GridMaster (node {:016x}); it keeps "
+                       "its place and its model",
+                       s.setup.node_id, s.epoch, w.grid_master_node_id);
+        } else if (rejoined) {
+          ++s.rejoins;
+          if (s.lines_kept) {  // its lines of before are another cluster's now, or gone
+            for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value, w.epoch, w.layout_version);
+            for (const auto& m : s.line_masters) self->send(m, lost_atom::value, w.epoch, w.layout_version);
+          }
           spdlog::info("node {:016x}: rejoined the cluster, epoch {}", s.setup.node_id, s.epoch);
           warm_start(self);
         } else {
           spdlog::info("node {:016x}: welcomed into cluster epoch {}", s.setup.node_id, s.epoch);
           conclude(self, JoinResult::welcomed, "");
         }
+        s.lines_kept = false;
         send_reports(self, ++s.report_generation);
       },
       [self](const Reject& r) {
@@ -276,32 +375,38 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0)
           return ask_next_seed(self, "seed " + s.setup.seeds[s.seed_next - 1].to_string() + ": " + r.reason);
         if (s.phase == NodePhase::joining) return conclude(self, JoinResult::rejected, r.reason);
-        // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"); the
-        // next attempt asks again.
-        if (s.phase == NodePhase::rejoining)
+        // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"), or the
+        // member asked has lost it too (not_a_member); the walk asks again.
+        if (s.phase == NodePhase::rejoining && !r.not_a_member)
           spdlog::info("node {:016x}: not let back in yet: {}", s.setup.node_id, r.reason);
       },
       [self](const Removed& r) {
         auto& s = self->state;
         if (s.phase != NodePhase::member || r.node_id != s.setup.node_id || r.epoch != s.epoch) return;
-        lose_cluster(self, "the GridMaster took it out of the grid (layout version " +
-                               std::to_string(r.layout_version) + ")");
+        lose_cluster(self,
+                     "the GridMaster took it out of the grid (layout version " + std::to_string(r.layout_version) + ")",
+                     false);
       },
-      [self](rejoin_atom, std::uint64_t attempt) {
+      [self](walk_atom, std::uint64_t token, bool new_walk) {
         auto& s = self->state;
-        if (s.phase == NodePhase::rejoining && attempt == s.rejoin_attempt) try_rejoin(self);
+        if (s.phase != NodePhase::rejoining || token != s.walk_token) return;
+        if (new_walk) return start_walk(self);
+        walk_step(self, token);
       },
       [self](const Join& join) {
         // We are the joiner's seed: the GridMaster decides, and answers the joiner itself.
         auto& s = self->state;
         if (s.phase == NodePhase::member && s.grid_master)
           self->send(s.grid_master, join);
+        else if (s.candidate)
+          self->send(s.candidate, join);
         else if (join.node)
           self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
       },
       [self](GridState& grid) {
         auto& s = self->state;
-        if (!s.grid || std::tie(grid.epoch, grid.layout_version) > std::tie(s.grid->epoch, s.grid->layout_version))
+        // The same version again carries news too: its confirmed members (GridState::quorum_members).
+        if (!s.grid || std::tie(grid.epoch, grid.layout_version) >= std::tie(s.grid->epoch, s.grid->layout_version))
           s.grid = std::move(grid);
       },
       [self](tick_atom, std::uint64_t generation) { send_reports(self, generation); },
@@ -316,7 +421,11 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         return promise;
       },
       [self](grid_view_atom) -> caf::result<caf::message> {
-        if (!self->state.grid_master) return caf::make_error(caf::sec::request_receiver_down, "not in a cluster");
+        if (!self->state.grid_master)
+          return caf::make_error(caf::sec::request_receiver_down,
+                                 self->state.phase == NodePhase::rejoining
+                                     ? "not in a cluster now: it lost its GridMaster, and is rejoining or electing one"
+                                     : "not in a cluster");
         return self->delegate(self->state.grid_master, grid_view_atom::value);
       },
       [self](outcome_atom) -> caf::result<JoinOutcome> {

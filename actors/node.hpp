@@ -4,13 +4,19 @@
 //
 // It keeps: its id, its ParameterStore, its DimensionNode and LineMaster for each of kDimsOffered dimensions (its
 // children), the GridMaster's handle once welcomed, and the last GridState the GridMaster pushed.
-// Phases (NodePhase): joining -> member -> leaving, and member -> rejoining -> member when it loses the cluster: a
-// down_msg of the GridMaster (the connection to it was lost: a stall past the connection timeout, a network
-// fault; with no failover yet, also the GridMaster's death), or Removed (the GridMaster took it out while it is
-// alive). Losing the cluster, it drops every line (lost_atom to its DimensionNodes and LineMasters), then asks to
-// join again through the members it knew (the GridMaster's node first, then the others, then its seed), one
-// every rejoin_interval, round and round, until one welcomes it; then it copies the model of a line peer (warm
-// start) and goes on. Nothing here decides that the GridMaster is dead: a node only knows it lost contact.
+// Phases (NodePhase): joining -> member -> leaving, and member -> rejoining -> member when it loses the cluster.
+// Nothing here decides that the GridMaster is dead: a node only knows it lost contact, and a majority decides.
+// - Removed (the GridMaster took it out while it is alive): it drops every line (lost_atom to its DimensionNodes
+//   and LineMasters) and asks to join again; welcomed, it copies the model of a line peer (warm start).
+// - The GridMaster's down_msg (its process died, stalled, or this node is cut off from it): it keeps its lines,
+//   which go on averaging wherever their members are alive, and walks the members of its last GridState in
+//   ascending id order, one rejoin walk after another. To the lowest member that answers it sends a Join that is
+//   a vote (Join::vote): a member of a live cluster passes it to its GridMaster, which lets it back in; a
+//   candidate counts it. If no member below it answers, it stands as candidate itself: it spawns a GridMaster
+//   that elects (grid_master.hpp) from its last GridState, and keeps walking the members above it, so that a
+//   live cluster it was cut off from takes it back. A candidate that finds a lower member, or is welcomed by
+//   another GridMaster, abandons (step_down_atom). Welcomed with its place kept (a successor took over), it keeps
+//   its model; otherwise it drops the lines it kept and warm-starts.
 // It reacts to: begin_atom (join: bootstrap a cluster by spawning its GridMaster, or contact a seed), Welcome or
 // Reject, Removed, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
@@ -45,7 +51,8 @@ struct NodeSetup {
   std::vector<config::Endpoint> seeds;  // through the first of these that is a member, or else bootstrap
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
-  std::chrono::milliseconds rejoin_interval{1000};  // between two attempts to rejoin, each to another member
+  std::chrono::milliseconds rejoin_interval{1000};  // between two rejoin walks; also how long a connect may take
+  std::chrono::milliseconds walk_answer_wait{250};   // how long a walk waits for the answer to a Join
   bool paced_by_every_steps = false;  // see LineMasterState::every_steps_budget
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
@@ -69,12 +76,24 @@ struct NodeState {
   JoinOutcome outcome;
   std::vector<caf::typed_response_promise<JoinOutcome>> outcome_waiters;
   std::optional<GridState> grid;  // the last the GridMaster pushed
-  // Rejoining: whom to ask (addresses, "local:<id>" for nodes of this process), the next one, and the attempt
-  // whose timer is armed (older timers are ignored).
-  std::vector<std::string> rejoin_candidates;
-  std::size_t rejoin_next = 0;
-  std::uint64_t rejoin_attempt = 0;
+  std::optional<config::Config> cluster_config;  // the cluster's, from the last Welcome (a successor runs it)
+  // Rejoining: the walk (node id and address of every member of the last GridState in id order, then other
+  // addresses it knows with id 0), the next step, whether a member below it answered in this walk, and the step
+  // whose timer or connect is awaited (older ones are ignored).
+  struct WalkEntry {
+    std::uint64_t id = 0;
+    std::string address;
+  };
+  std::vector<WalkEntry> walk;
+  std::size_t walk_next = 0;
+  bool walk_found_lower = false;
+  bool walk_voted = false;  // its vote of this walk went out
+  std::uint64_t walk_token = 0;
+  bool lines_kept = false;  // it lost the GridMaster and kept its lines
+  caf::actor voted_for;     // the node its last vote went to
+  caf::actor candidate;     // the GridMaster it stands as successor with, while electing
   std::uint64_t rejoins = 0;      // times it lost the cluster and was welcomed back
+  std::uint64_t failovers = 0;    // of those, times a successor took over with it in its place
   std::uint64_t warm_starts = 0;  // models copied from a line peer on rejoining
   std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
   std::vector<float> parameters;  // fetched for a report; kept to save the allocation

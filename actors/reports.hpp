@@ -90,6 +90,7 @@ struct GridView {
   std::uint32_t dims = 0;
   std::vector<std::int32_t> shape;
   std::vector<NodeView> nodes;  // ascending by node id
+  std::uint64_t grid_master_node = 0;  // the node that hosts the GridMaster (it moves on failover)
 };
 
 }  // namespace gridtrain::actors

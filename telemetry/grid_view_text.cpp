@@ -73,6 +73,7 @@ std::string grid_view_json(const actors::GridView& view) {
               {"layout_version", view.layout_version},
               {"dims", view.dims},
               {"shape", view.shape},
+              {"grid_master", view.grid_master_node},
               {"nodes", std::move(nodes)},
               {"warnings", warnings(view, peers)}};
   return out.dump();
@@ -90,8 +91,9 @@ std::string joined(const std::vector<T>& v, const char* sep) {
 }  // namespace
 
 std::string grid_view_table(const actors::GridView& view) {
-  std::string out = fmt::format("epoch {}  layout version {}  dims {}  shape {}  nodes {}\n", view.epoch,
-                                view.layout_version, view.dims, joined(view.shape, "x"), view.nodes.size());
+  std::string out = fmt::format("epoch {}  layout version {}  dims {}  shape {}  nodes {}  grid master {:016x}\n",
+                                view.epoch, view.layout_version, view.dims, joined(view.shape, "x"),
+                                view.nodes.size(), view.grid_master_node);
   out += fmt::format("{:<16}  {:<21}  {:<10}  {:<7}  {:>5}  {:>8}  {:>12}  {:>12}  {:>10}  {:>9}  {:>8}\n", "ID",
                      "ADDRESS", "COORDS", "MASTERS", "PEERS", "ROUNDS", "PARAM_MEAN", "PARAM_L2", "DISTANCE", "SAMPLES",
                      "ACCURACY");

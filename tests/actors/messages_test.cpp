@@ -106,17 +106,17 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(text(c.round_trip(done)) == text(done));
 
   const LayoutState layout{2, 0, 2, 3, {42}, {0, 1}, {1}, {0}, {42}};
-  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a, {a, a}, {a}}}, layout, 42};
+  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a, {a, a}, {a}}}, layout, 42, {42}};
   const auto grid_back = c.round_trip(grid);
   CHECK(text(grid_back) == text(grid));
   CHECK(grid_back.members.at(0).dimension_nodes.size() == 2);
   CHECK(grid_back.layout.coords == layout.coords);
   const NodeFigures figures{10, 0.5, 2.0, 100, -1, 3, 4};
-  const NodeReport report{42, figures, payload};
+  const NodeReport report{42, figures, payload, 3, 5};
   const auto report_back = c.round_trip(report);
   CHECK(text(report_back) == text(report));
   CHECK(report_back.sample == payload);
-  GridView view{3, 5, 2, {3, 3}, {}};
+  GridView view{3, 5, 2, {3, 3}, {}, 42};
   view.nodes.push_back(NodeView{{42, "h:1", {0, 1}, {1}}, figures, 0.125});
   CHECK(text(c.round_trip(view)) == text(view));
   const RoundStats stats{1, 2, 3, 4, 5, 6};

@@ -77,12 +77,16 @@ class Cluster {
 
   ChildProcess& node(std::size_t i) { return *nodes_[i]; }
   const std::string& address(std::size_t i) const { return addresses_[i]; }
+  std::size_t address_count() const { return addresses_.size(); }
   const std::string& config() const { return config_; }
   const std::string& seed() const { return seed_; }
 
-  // `gridnode status --json` against the seed; null if it failed.
-  json status() const {
-    auto r = run_command(gridnode, {"status", "--seed", seed_, "--json"}, 20s);
+  // The seed (a list, tried in order) that later starts and status() use.
+  void set_seed(std::string seed) { seed_ = std::move(seed); }
+
+  // `gridnode status --json` against the seed (or `through`); null if it failed.
+  json status(const std::string& through = "") const {
+    auto r = run_command(gridnode, {"status", "--seed", through.empty() ? seed_ : through, "--json"}, 20s);
     if (r.exit_code != 0) return json();
     try {
       return json::parse(r.output);

@@ -1,0 +1,231 @@
+// Real gridnode processes on loopback losing the node that hosts their GridMaster: killed, killed again right
+// after a failover, or stalled (so that it is cut off, not dead, and must not go on as a second cluster).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/app/probe_cluster.hpp"
+
+using namespace gridtrain::testing;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string joined(const std::vector<std::string>& addresses) {
+  std::string out;
+  for (const auto& a : addresses) out += (out.empty() ? "" : ",") + a;
+  return out;
+}
+
+// The index of the node whose process hosts the GridMaster, by the status's grid_master id.
+std::size_t grid_master_index(const Cluster& cluster, const json& status, std::size_t started) {
+  for (const auto& n : status["nodes"])
+    if (n["id"] == status["grid_master"])
+      for (std::size_t i = 0; i < started; ++i)
+        if (cluster.address(i) == n["address"].get<std::string>()) return i;
+  FAIL("no node hosts the GridMaster in " << status.dump());
+  return 0;
+}
+
+// A status with `nodes` nodes, every one past `before` rounds (0 for one not in `before`).
+bool all_past(const json& status, std::size_t nodes, const std::map<std::string, std::uint64_t>& before) {
+  const auto rounds = rounds_by_address(status);
+  if (rounds.size() != nodes) return false;
+  for (const auto& [address, r] : rounds) {
+    auto b = before.find(address);
+    if (r <= (b == before.end() ? 0 : b->second)) return false;
+  }
+  return true;
+}
+
+// Starts `n` probe nodes and waits until each runs rounds. Every later start and status uses every address.
+json start_running(Cluster& cluster, std::size_t n) {
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < n; ++i) addresses.push_back(cluster.address(cluster.start(1.0 + static_cast<double>(i))));
+  cluster.set_seed(joined(addresses));
+  json last;
+  REQUIRE_MESSAGE(eventually([&] { return all_past(last = cluster.status(), n, {}); }, 60s),
+                  "last status: " << last.dump());
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE("kill -9 of the GridMaster's process: a survivor takes over within 5 s, rounds go on, any survivor seeds") {
+  Cluster cluster;
+  json last = start_running(cluster, 4);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  const std::size_t gm = grid_master_index(cluster, last, 4);
+  std::vector<std::string> survivors;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != gm) survivors.push_back(cluster.address(i));
+  cluster.set_seed(joined(survivors));
+  const auto before = rounds_by_address(last);
+
+  const auto killed = std::chrono::steady_clock::now();
+  cluster.node(gm).signal(SIGKILL);
+  const bool took_over = eventually(
+      [&] {
+        last = cluster.status();
+        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch && last["nodes"].size() == 3;
+      },
+      5s);
+  REQUIRE_MESSAGE(took_over, "last status: " << last.dump());
+  MESSAGE("a successor took over " << seconds_since(killed) << " s after the kill");
+  const auto new_epoch = last["epoch"].get<std::uint64_t>();
+  // Rounds go on on every survivor, under the new epoch.
+  CHECK_MESSAGE(eventually([&] { return all_past(last = cluster.status(), 3, before); }, 10s),
+                "last status: " << last.dump());
+  // Every survivor answers status for the same cluster (any member is a seed).
+  for (const std::string& address : survivors) {
+    const json through = cluster.status(address);
+    REQUIRE(through.is_object());
+    CHECK(through["epoch"].get<std::uint64_t>() == new_epoch);
+    CHECK(through["nodes"].size() == 3);
+  }
+  // A new node joins through a survivor that does not host the new GridMaster.
+  const std::size_t new_gm = grid_master_index(cluster, last, 4);
+  std::string seed = survivors.front() == cluster.address(new_gm) ? survivors.back() : survivors.front();
+  cluster.set_seed(seed);
+  const std::size_t joiner = cluster.start(10.0);
+  cluster.set_seed(joined(survivors));
+  CHECK_MESSAGE(eventually([&] { return all_past(last = cluster.status(), 4, before); }, 20s),
+                "last status: " << last.dump() << "\njoiner:\n" << cluster.node(joiner).output());
+  CHECK(last["epoch"].get<std::uint64_t>() == new_epoch);
+  CHECK(cluster.node(gm).output().find("took over") == std::string::npos);
+}
+
+TEST_CASE("the successor killed right after its takeover: the next survivor takes over") {
+  Cluster cluster;
+  json last = start_running(cluster, 5);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  std::set<std::size_t> alive{0, 1, 2, 3, 4};
+  auto survivors_seed = [&] {
+    std::vector<std::string> a;
+    for (std::size_t i : alive) a.push_back(cluster.address(i));
+    return joined(a);
+  };
+  const std::size_t first = grid_master_index(cluster, last, 5);
+  cluster.node(first).signal(SIGKILL);
+  alive.erase(first);
+  cluster.set_seed(survivors_seed());
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        last = cluster.status();
+                        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch;
+                      },
+                      10s),
+                  "last status: " << last.dump());
+  // At once: the members may not have confirmed the new state yet. The voters are its confirmed members.
+  const std::size_t second = grid_master_index(cluster, last, 5);
+  const auto second_epoch = last["epoch"].get<std::uint64_t>();
+  cluster.node(second).signal(SIGKILL);
+  alive.erase(second);
+  cluster.set_seed(survivors_seed());
+  const auto killed = std::chrono::steady_clock::now();
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        last = cluster.status();
+                        return last.is_object() && last["epoch"].get<std::uint64_t>() > second_epoch &&
+                               last["nodes"].size() == 3;
+                      },
+                      10s),
+                  "last status: " << last.dump());
+  MESSAGE("the next survivor took over " << seconds_since(killed) << " s after the second kill");
+  const std::size_t third = grid_master_index(cluster, last, 5);
+  CHECK(alive.count(third));
+  CHECK(eventually([&] { return all_past(last = cluster.status(), 3, rounds_by_address(last)); }, 10s));
+}
+
+TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not followed: it steps down and rejoins") {
+  Cluster cluster;
+  json last = start_running(cluster, 4);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  const std::size_t gm = grid_master_index(cluster, last, 4);
+  std::vector<std::string> others;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (i != gm) others.push_back(cluster.address(i));
+  cluster.set_seed(joined(others));
+
+  cluster.node(gm).signal(SIGSTOP);
+  // The others cannot tell a stall from a death: three of four vote, and one of them takes over.
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        last = cluster.status();
+                        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch &&
+                               last["nodes"].size() == 3;
+                      },
+                      15s),
+                  "last status: " << last.dump());
+  const auto new_epoch = last["epoch"].get<std::uint64_t>();
+  std::this_thread::sleep_for(1s);
+  cluster.node(gm).signal(SIGCONT);
+  // Woken, the old GridMaster reaches none of its members: it steps down rather than go on as a cluster of one,
+  // and its node rejoins the cluster the others elected. There is one cluster, whoever is asked.
+  const bool back = eventually(
+      [&] {
+        last = cluster.status();
+        const json through_old = cluster.status(cluster.address(gm));
+        return last.is_object() && last["nodes"].size() == 4 && last["epoch"] == new_epoch &&
+               through_old.is_object() && through_old["epoch"] == new_epoch && through_old["nodes"].size() == 4;
+      },
+      30s);
+  REQUIRE_MESSAGE(back, "last status: " << last.dump() << "\nold GridMaster's node:\n" << cluster.node(gm).output());
+  const std::string out = cluster.node(gm).output();
+  CHECK(out.find("stepping down") != std::string::npos);
+  CHECK(out.find("took over") == std::string::npos);
+  CHECK(out.find("warm start: copied the model of node") != std::string::npos);
+}
+
+TEST_CASE("kill -9 of a random node, ten times, each restarted: rounds go on after each kill, the grid grows back") {
+  Cluster cluster;
+  json last = start_running(cluster, 4);
+  std::vector<std::size_t> alive{0, 1, 2, 3};
+  auto seed_of_alive = [&] {
+    std::vector<std::string> a;
+    for (std::size_t i : alive) a.push_back(cluster.address(i));
+    return joined(a);
+  };
+  std::mt19937 random(20261123);
+  std::vector<double> went_on;
+  for (int kill = 0; kill < 10; ++kill) {
+    const std::size_t at = std::uniform_int_distribution<std::size_t>(0, alive.size() - 1)(random);
+    const std::size_t victim = alive[at];
+    const bool was_gm = victim == grid_master_index(cluster, last, cluster.address_count());
+    const auto before = rounds_by_address(last);
+    alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(at));
+    cluster.set_seed(seed_of_alive());
+    const auto killed = std::chrono::steady_clock::now();
+    cluster.node(victim).signal(SIGKILL);
+    // The survivors complete rounds again, in a grid of three.
+    const bool on = eventually(
+        [&] {
+          last = cluster.status();
+          return all_past(last, 3, before) && !rounds_by_address(last).count(cluster.address(victim));
+        },
+        20s);
+    REQUIRE_MESSAGE(on, "kill " << kill << std::string(was_gm ? " (the GridMaster's node)" : "") << "; last status: "
+                                << last.dump());
+    went_on.push_back(seconds_since(killed));
+    MESSAGE("kill " << kill << std::string(was_gm ? " of the GridMaster's node" : "") << ": rounds again after "
+                    << went_on.back() << " s");
+    // Restarted (a new process, a new port), it joins and the grid grows back to four.
+    alive.push_back(cluster.start(5.0));
+    cluster.set_seed(seed_of_alive());
+    REQUIRE_MESSAGE(eventually([&] { return all_past(last = cluster.status(), 4, {}); }, 30s),
+                    "restart after kill " << kill << "; last status: " << last.dump());
+  }
+  std::sort(went_on.begin(), went_on.end());
+  MESSAGE("kill to rounds again: median " << went_on[went_on.size() / 2] << " s, worst " << went_on.back() << " s");
+}
