@@ -4,12 +4,13 @@
 # Others:
 #   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders; see tsan below)
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)
+#   make chaos              a training cluster under random faults for CHAOS_MINUTES (default 30)
 
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo asan tsan tsan-actors bench clean
+.PHONY: all deps configure build test demo asan tsan tsan-actors bench chaos clean
 
 all: build
 
@@ -48,6 +49,12 @@ tsan: deps
 
 tsan-actors: tsan
 	cd build-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -j $(JOBS) --timeout 1200 -L cluster
+
+# A training cluster of 6 processes under random kills, stops and restarts (the GridMaster's node included), one
+# every 20 s, for CHAOS_MINUTES; it prints what it measured (app/chaos.cpp). Not part of `make test`.
+CHAOS_MINUTES ?= 30
+chaos: build
+	$(BUILD)/gridnode chaos --minutes $(CHAOS_MINUTES) --out chaos-out
 
 bench: build
 	scripts/run-benchmarks.sh $(BUILD)

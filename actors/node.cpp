@@ -157,6 +157,7 @@ void start_walk(Self self) {
   s.walk_next = 0;
   s.walk_found_lower = false;
   s.walk_voted = false;
+  ++s.walks;
   walk_step(self, ++s.walk_token);
 }
 
@@ -171,6 +172,10 @@ void walk_step(Self self, std::uint64_t token) {
   }
   const NodeState::WalkEntry entry = s.walk[s.walk_next++];
   const std::uint64_t next = ++s.walk_token;
+  // The first walk skips the node whose GridMaster it just lost: dead, it would cost nothing, but stalled it would
+  // hold the walk for a whole connect timeout. Later walks ask it too (it may be alive, and we the ones cut off).
+  if (s.lines_kept && s.walks == 1 && s.grid && entry.id == s.grid->grid_master_node && entry.id != s.setup.node_id)
+    return walk_step(self, next);
   if (entry.id == s.setup.node_id) {
     if (!s.walk_found_lower && !s.candidate) stand(self);
     return walk_step(self, next);
@@ -217,6 +222,7 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
     for (const auto& m : s.line_masters) self->send(m, lost_atom::value);
   }
   s.walk.clear();
+  s.walks = 0;
   auto known = [&](const std::string& address) {
     return address.empty() || address == s.address ||
            std::any_of(s.walk.begin(), s.walk.end(), [&](const auto& e) { return e.address == address; });

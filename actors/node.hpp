@@ -88,6 +88,7 @@ struct NodeState {
   std::size_t walk_next = 0;
   bool walk_found_lower = false;
   bool walk_voted = false;  // its vote of this walk went out
+  std::uint64_t walks = 0;  // walks since it lost the cluster
   std::uint64_t walk_token = 0;
   bool lines_kept = false;  // it lost the GridMaster and kept its lines
   caf::actor voted_for;     // the node its last vote went to

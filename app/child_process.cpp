@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace gridtrain::app {
 
@@ -156,6 +157,12 @@ CommandResult run_command(const std::string& exe, const std::vector<std::string>
   child.wait_for_line("\x01never", std::chrono::seconds(5));  // drain: returns once output is closed
   result.output = child.output();
   return result;
+}
+
+std::string self_exe(const char* argv0) {
+  std::error_code ec;
+  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(argv0) : path.string();
 }
 
 }  // namespace gridtrain::app

@@ -69,6 +69,10 @@ struct CommandResult {
   std::string output;  // when it could not start: why
 };
 
+// This very executable (/proc/self/exe; `argv0` where that cannot be read), so that the processes a command
+// starts run the same binary whatever the working directory.
+std::string self_exe(const char* argv0);
+
 // Runs a command to completion (killed after `timeout`).
 CommandResult run_command(const std::string& exe, const std::vector<std::string>& args,
                           std::chrono::milliseconds timeout);

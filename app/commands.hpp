@@ -61,4 +61,21 @@ struct DemoArgs {
 // 0 if every node finished, 2 for bad arguments, 1 otherwise.
 int demo(const DemoArgs& args, const char* argv0);
 
+struct ChaosArgs {
+  int nodes = 6;
+  double minutes = 30;
+  int every = 20;         // seconds between two faults
+  int stop_seconds = 8;   // how long a stopped node stays stopped
+  int faults = 0;         // stop after this many faults (0: when the minutes are up)
+  bool target_grid_master = false;  // every fault hits the node hosting the GridMaster
+  bool kills_only = false;          // every fault is a kill
+  unsigned random_seed = 1;
+  std::string out = "chaos-out";
+  std::vector<std::string> overrides;  // --set key=value, passed on to every node
+};
+
+// gridnode chaos: a local training cluster under random kills, stops and restarts (app/chaos.cpp says what it
+// measures and prints). 0 if the cluster recovered from every fault, 2 for bad arguments, 1 otherwise.
+int chaos(const ChaosArgs& args, const char* argv0);
+
 }  // namespace gridtrain::app

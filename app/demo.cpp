@@ -72,13 +72,6 @@ std::string write_config(const std::string& dir, int epochs) {
   return path;
 }
 
-// The self path: /proc/self/exe, so that the nodes run this very binary whatever the working directory.
-std::string self_exe(const char* argv0) {
-  std::error_code ec;
-  auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(argv0) : path.string();
-}
-
 // 2. Joins go one by one: each node is started once the one before has joined, and the first's address is the
 // seed of the others.
 Result<Nodes> start_nodes(const DemoArgs& args, const std::string& exe, const std::string& config,

@@ -53,6 +53,21 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--out", demo_args.out, "Output directory (default demo-out)");
   demo_cmd->add_option("--set", demo_args.overrides, "Override a key of the demo's config (repeatable)");
 
+  app::ChaosArgs chaos_args;
+  auto* chaos_cmd =
+      cli.add_subcommand("chaos", "Train a local cluster while killing, stopping and restarting random nodes");
+  chaos_cmd->add_option("--nodes", chaos_args.nodes, "Node processes (default 6)");
+  chaos_cmd->add_option("--minutes", chaos_args.minutes, "How long to run (default 30)");
+  chaos_cmd->add_option("--every", chaos_args.every, "Seconds between two faults (default 20)");
+  chaos_cmd->add_option("--stop-seconds", chaos_args.stop_seconds, "How long a stopped node stays stopped (default 8)");
+  chaos_cmd->add_option("--faults", chaos_args.faults, "Stop after this many faults (default: when time is up)");
+  chaos_cmd->add_flag("--target-grid-master", chaos_args.target_grid_master,
+                      "Every fault hits the node that hosts the GridMaster");
+  chaos_cmd->add_flag("--kills-only", chaos_args.kills_only, "Every fault is a kill -9");
+  chaos_cmd->add_option("--random-seed", chaos_args.random_seed, "Seed of the fault schedule (default 1)");
+  chaos_cmd->add_option("--out", chaos_args.out, "Output directory (default chaos-out)");
+  chaos_cmd->add_option("--set", chaos_args.overrides, "Override a config key on every node (repeatable)");
+
   app::StatusArgs status_args;
   auto* status_cmd = cli.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
   status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster, or a list a:1,b:2")
@@ -73,6 +88,7 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return app::run(run_args);
     if (status_cmd->parsed()) return app::status(status_args);
     if (demo_cmd->parsed()) return app::demo(demo_args, argv[0]);
+    if (chaos_cmd->parsed()) return app::chaos(chaos_args, argv[0]);
   } catch (const std::exception& e) {
     // Our code returns errors as values; this is for what a library may throw (std::bad_alloc, CAF).
     return app::fail(app::kInternal, e.what());

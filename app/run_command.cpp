@@ -182,8 +182,9 @@ std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& 
 
 // 5. Joining a cluster that already had members, copy the model of one of them (a line peer if there is one)
 // rather than average a fresh initialisation into theirs. Decided at the join, before --wait-members, so that
-// the bootstrapping node copies nobody. A resumed node keeps its checkpoint's model. A failure is not fatal:
-// the node then trains from its own initialisation.
+// the bootstrapping node copies nobody. A resumed node copies one too: its checkpoint gives back its progress
+// (step, epoch, optimizer state), but the cluster's model moved on while it was down; alone (it bootstraps),
+// it keeps the checkpoint's model. A failure is not fatal: the node then trains from the model it has.
 void warm_start(const actors::NodeHandle& node) {
   const auto copied = node.warm_start();
   if (!copied)
@@ -294,7 +295,7 @@ int run(const RunArgs& args) {
   if (!started) return fail(started.error());
   const actors::NodeHandle& node = started.value();
   if (auto ended = wait_for_join(plan.value(), node)) return *ended;
-  if (training && !args.resume) warm_start(node);
+  if (training) warm_start(node);
   if (!wait_for_members(node, args.wait_members)) return fail(kInternal, "the node ended unexpectedly");
 
   auto prometheus = start_metrics(plan.value());

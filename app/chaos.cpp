@@ -1,0 +1,426 @@
+// gridnode chaos: a local training cluster of N `gridnode run` processes on loopback (the demo's MLP on
+// Fashion-MNIST, or the probe learner) under random faults, for our users and for us. Not part of the tests: a
+// run takes minutes. As named steps:
+//   1. write_config   DIR/cluster.yaml: the product's defaults (timeout quorum, failure detection), checkpoints
+//   2. start_nodes    one at a time, each joining through those started before
+//   3. inject         every --every seconds, a fault on a random node: kill (SIGKILL, then started again with
+//                     --resume), stop (SIGSTOP for --stop-seconds, then SIGCONT) or restart (SIGTERM: it leaves
+//                     cleanly, then starts again with --resume). Node 0 is only ever stopped, never killed, so
+//                     that one process lives through the whole run and its memory says whether the churn leaks
+//                     (--kills-only: every fault is a kill, node 0 included).
+//                     --target grid-master: the fault always hits the node that hosts the GridMaster.
+//                     After each fault it watches the grid (status, every 50 ms) and measures the time to the
+//                     survivors' rounds going on without the victim and, when the victim hosted the GridMaster,
+//                     to a higher epoch and to the first rounds under it; then that the victim is back.
+//   4. report         rounds completed, failovers, those times (median and worst), every node's resident memory
+//                     at its start (a minute in) and at the end, and every node's last test accuracy; every
+//                     process's output in DIR/node-<i>.log.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "actors/runtime.hpp"
+#include "app/child_process.hpp"
+#include "app/commands.hpp"
+#include "config/endpoint.hpp"
+
+namespace gridtrain::app {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Resident memory of a process in KiB (VmRSS), or -1.
+long resident_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("VmRSS:")) return std::stol(line.substr(6));
+  return -1;
+}
+
+// One node of the cluster across its restarts.
+struct Slot {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+  std::string log;  // the output of its earlier processes
+  Clock::time_point started;
+  bool stopped = false;
+  std::uint64_t rounds_earlier = 0;  // rounds of its earlier processes
+  std::uint64_t rounds_now = 0;      // of this process, the most seen
+  long rss_start = -1;               // KiB, a minute after this process started
+  long rss_end = -1;
+  double accuracy = -1;
+  int restarts = 0;
+};
+
+struct Figures {
+  std::vector<double> rounds_again;  // fault -> the survivors' rounds go on without the victim
+  std::vector<double> takeover;      // GridMaster's node killed or stopped -> a higher epoch
+  std::vector<double> failover;      // -> the first rounds under it
+  std::vector<double> back;          // the victim restarted or woken -> running rounds in the grid again
+  int faults = 0, kills = 0, stops = 0, restarts = 0, missed = 0;
+};
+
+class Chaos {
+ public:
+  Chaos(const ChaosArgs& args, std::string exe, std::string dir)
+      : args_(args), exe_(std::move(exe)), dir_(std::move(dir)), random_(args.random_seed) {}
+
+  // 1.
+  void write_config() {
+    config_ = dir_ + "/cluster.yaml";
+    std::filesystem::create_directories(dir_ + "/checkpoints");
+    std::ofstream(config_) << "# Written by gridnode chaos: the demo's MLP on Fashion-MNIST, the product's defaults "
+                              "for quorum and failure detection.\n"
+                              "cluster:\n"
+                              "  listen: 127.0.0.1:0\n"
+                              "grid:\n"
+                              "  dims: 2\n"
+                              "allreduce:\n"
+                              "  elastic_rate: 0.3\n"
+                              "learner:\n"
+                              "  kind: model\n"
+                              "  device: cpu\n"
+                              "  threads: 1\n"
+                              "  optimizer:\n"
+                              "    learning_rate: 0.04\n"
+                              "  epochs: 100000\n"
+                              "checkpoint:\n"
+                              "  dir: "
+                           << dir_ << "/checkpoints\n  every: 200\n";
+  }
+
+  // 2.
+  Status start_nodes() {
+    slots_.resize(static_cast<std::size_t>(args_.nodes));
+    for (std::size_t i = 0; i < slots_.size(); ++i)
+      if (Status started = start(i); !started.ok()) return started;
+    return {};
+  }
+
+  // 3.
+  void inject() {
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(args_.minutes * 60.0));
+    auto next = Clock::now() + std::chrono::seconds(args_.every);
+    while (Clock::now() < end && (args_.faults == 0 || figures_.faults < args_.faults) && !stop_requested()) {
+      while (Clock::now() < next && !stop_requested()) {
+        observe();
+        std::this_thread::sleep_for(200ms);
+      }
+      if (stop_requested()) break;
+      next = Clock::now() + std::chrono::seconds(args_.every);
+      fault();
+    }
+  }
+
+  // 4.
+  int report() {
+    observe();
+    for (auto& slot : slots_)
+      if (slot.process && !slot.stopped) slot.rss_end = resident_kib(slot.process->pid());
+    std::uint64_t rounds = 0;
+    for (const auto& slot : slots_) rounds += slot.rounds_earlier + slot.rounds_now;
+    // Counted before the nodes are stopped: as they leave one by one, the last ones take over in turn.
+    int took_over = 0;
+    for (const auto& slot : slots_)
+      took_over += count(slot.log + (slot.process ? slot.process->output() : ""), "took over as the cluster's");
+    for (auto& slot : slots_) {
+      if (!slot.process) continue;
+      if (slot.stopped) slot.process->signal(SIGCONT);
+      slot.process->signal(SIGTERM);
+      slot.process->wait_exit(10s);
+      slot.log += slot.process->output();
+    }
+    std::cout << "\nchaos: " << figures_.faults << " faults (" << figures_.kills << " kills, " << figures_.stops
+              << " stops, " << figures_.restarts << " restarts) in " << seconds(Clock::now() - began_) / 60.0
+              << " min; " << figures_.missed << " not recovered within 30 s\n"
+              << "rounds completed: " << rounds << "\n"
+              << "failovers: " << took_over << " (a node took over as GridMaster), epochs seen: " << epoch_ << "\n";
+    summary("fault -> survivors' rounds go on", figures_.rounds_again);
+    summary("GridMaster's node lost -> higher epoch", figures_.takeover);
+    summary("GridMaster's node lost -> rounds under it", figures_.failover);
+    summary("victim restarted or woken -> back in rounds", figures_.back);
+    std::cout << "node  restarts  rss_start_kib  rss_end_kib  growth  lived_s  test_accuracy\n";
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& s = slots_[i];
+      char line[160];
+      const double growth = s.rss_start > 0 && s.rss_end > 0 ? 100.0 * (s.rss_end - s.rss_start) / s.rss_start : 0;
+      std::snprintf(line, sizeof line, "%4zu  %8d  %13ld  %11ld  %5.1f%%  %7.0f  %13.4f\n", i, s.restarts,
+                    s.rss_start, s.rss_end, growth, seconds(Clock::now() - s.started), s.accuracy);
+      std::cout << line;
+      std::ofstream(dir_ + "/node-" + std::to_string(i) + ".log") << s.log;
+    }
+    std::cout << "chaos: logs in " << dir_ << std::endl;
+    return figures_.missed == 0 ? kOk : kInternal;
+  }
+
+  static bool stop_requested();
+
+ private:
+  Status start(std::size_t i) {
+    Slot& slot = slots_[i];
+    std::vector<std::string> argv{"run", "--config", config_, "--listen", "127.0.0.1:0", "--name", std::to_string(i),
+                                  "--shard-index", std::to_string(i), "--shard-count", std::to_string(args_.nodes)};
+    const std::string seeds = running_addresses();
+    if (!seeds.empty()) argv.insert(argv.end(), {"--seed", seeds});
+    if (std::filesystem::exists(dir_ + "/checkpoints/node-" + std::to_string(i) + ".ckpt"))
+      argv.push_back("--resume");
+    for (const auto& o : args_.overrides) argv.insert(argv.end(), {"--set", o});
+    auto started = ChildProcess::start(exe_, argv);
+    if (!started) return started.error();
+    slot.process = std::move(started).value();
+    slot.started = Clock::now();
+    slot.rss_start = slot.rss_end = -1;
+    slot.stopped = false;
+    auto listening = slot.process->wait_for_line("listening on ", 30s);
+    auto joined = slot.process->wait_for_line("joined the cluster", 60s);
+    if (!listening || !joined)
+      return Error{.source = "chaos", .message = "node " + std::to_string(i) + " did not join:\n" + slot.process->output()};
+    slot.address = listening->substr(listening->find("listening on ") + 13);
+    std::cout << "[node " << i << "] " << *joined << " at " << slot.address << std::endl;
+    return {};
+  }
+
+  std::string running_addresses() const {
+    std::string out;
+    for (const auto& slot : slots_)
+      if (slot.process && !slot.stopped && !slot.address.empty()) out += (out.empty() ? "" : ",") + slot.address;
+    return out;
+  }
+
+  // The live grid, asked of the running nodes in turn.
+  std::optional<actors::GridView> view() {
+    for (const auto& slot : slots_) {
+      if (!slot.process || slot.stopped || slot.address.empty()) continue;
+      auto endpoint = config::parse_endpoint(slot.address);
+      if (!endpoint) continue;
+      auto asked = runtime_.grid_view(endpoint.value(), 2s);
+      if (asked) return std::move(asked).value();
+    }
+    return std::nullopt;
+  }
+
+  // Reads the grid: rounds, accuracies, the epoch; and each process's memory a minute after its start.
+  std::optional<actors::GridView> observe() {
+    auto v = view();
+    for (auto& slot : slots_)
+      if (slot.process && !slot.stopped && slot.rss_start < 0 && Clock::now() - slot.started > 60s)
+        slot.rss_start = resident_kib(slot.process->pid());
+    if (!v) return v;
+    epoch_ = std::max(epoch_, v->epoch);
+    for (const auto& n : v->nodes)
+      for (auto& slot : slots_)
+        if (slot.address == n.place.address) {
+          slot.rounds_now = std::max(slot.rounds_now, n.figures.rounds_done);
+          if (n.figures.test_accuracy >= 0) slot.accuracy = n.figures.test_accuracy;
+        }
+    return v;
+  }
+
+  std::size_t slot_of(std::uint64_t node, const actors::GridView& v) const {
+    for (const auto& n : v.nodes)
+      if (n.place.node_id == node)
+        for (std::size_t i = 0; i < slots_.size(); ++i)
+          if (slots_[i].address == n.place.address) return i;
+    return slots_.size();
+  }
+
+  void fault() {
+    auto before = observe();
+    if (!before) {
+      std::cout << "chaos: no grid to read before the fault; skipping it" << std::endl;
+      return;
+    }
+    const std::size_t gm = slot_of(before->grid_master_node, *before);
+    std::size_t victim;
+    if (args_.target_grid_master && gm < slots_.size()) {
+      victim = gm;
+    } else {
+      victim = std::uniform_int_distribution<std::size_t>(0, slots_.size() - 1)(random_);
+    }
+    // Node 0 lives through the run: it is only stopped (but for --kills-only). The others are killed, stopped or
+    // restarted.
+    int kind = args_.kills_only ? 0 : victim == 0 ? 1 : std::uniform_int_distribution<int>(0, 2)(random_);
+    static const char* const kNames[] = {"kill", "stop", "restart"};
+    std::cout << "chaos: " << kNames[kind] << " node " << victim << (victim == gm ? " (hosts the GridMaster)" : "")
+              << std::endl;
+    ++figures_.faults;
+    std::map<std::string, std::uint64_t> rounds_at;
+    for (const auto& n : before->nodes) rounds_at[n.place.address] = n.figures.rounds_done;
+    Slot& slot = slots_[victim];
+    const std::string victim_address = slot.address;
+    const auto at = Clock::now();
+    if (kind == 0) {
+      ++figures_.kills;
+      slot.process->signal(SIGKILL);
+      slot.process->wait_exit(5s);
+    } else if (kind == 1) {
+      ++figures_.stops;
+      slot.process->signal(SIGSTOP);
+      slot.stopped = true;
+    } else {
+      ++figures_.restarts;
+      slot.process->signal(SIGTERM);
+      slot.process->wait_exit(15s);
+    }
+    if (kind != 1) retire(slot);
+    watch_recovery(before->epoch, victim == gm, victim_address, rounds_at, at);
+    if (kind == 1) {
+      const auto wake = at + std::chrono::seconds(args_.stop_seconds);
+      while (Clock::now() < wake) std::this_thread::sleep_for(100ms);
+      slot.process->signal(SIGCONT);
+      slot.stopped = false;
+    } else {
+      ++slot.restarts;
+      if (Status started = start(victim); !started.ok()) {
+        std::cout << "chaos: restarting node " << victim << " failed: " << started.error().to_string() << std::endl;
+        ++figures_.missed;
+        return;
+      }
+    }
+    watch_back(victim);
+  }
+
+  // The process of `slot` is gone: keep its output and rounds.
+  void retire(Slot& slot) {
+    slot.log += slot.process->output();
+    slot.rounds_earlier += slot.rounds_now;
+    slot.rounds_now = 0;
+    slot.process.reset();
+    slot.address.clear();
+  }
+
+  // Until the survivors run rounds past `rounds_at` in a grid without the victim (and under a higher epoch, when
+  // the victim hosted the GridMaster).
+  void watch_recovery(std::uint64_t epoch, bool was_gm, const std::string& victim,
+                      const std::map<std::string, std::uint64_t>& rounds_at, Clock::time_point at) {
+    std::optional<std::map<std::string, std::uint64_t>> at_takeover;
+    bool recovered = false;
+    while (Clock::now() - at < 30s) {
+      auto v = observe();
+      std::this_thread::sleep_for(50ms);
+      if (!v) continue;
+      if (was_gm && !at_takeover && v->epoch > epoch) {
+        figures_.takeover.push_back(seconds(Clock::now() - at));
+        at_takeover.emplace();
+        for (const auto& n : v->nodes) (*at_takeover)[n.place.address] = n.figures.rounds_done;
+      }
+      if (was_gm && !at_takeover) continue;
+      bool on = !v->nodes.empty();
+      for (const auto& n : v->nodes) {
+        if (n.place.address == victim) on = false;
+        const auto& base = at_takeover ? *at_takeover : rounds_at;
+        auto b = base.find(n.place.address);
+        if (b != base.end() && n.figures.rounds_done <= b->second) on = false;
+      }
+      if (on) {
+        const double t = seconds(Clock::now() - at);
+        figures_.rounds_again.push_back(t);
+        if (was_gm) figures_.failover.push_back(t);
+        std::cout << "chaos: rounds go on without it after " << t << " s"
+                  << (was_gm ? ", under epoch " + std::to_string(v->epoch) : "") << std::endl;
+        recovered = true;
+        break;
+      }
+    }
+    if (!recovered) {
+      ++figures_.missed;
+      std::cout << "chaos: the survivors did not recover within 30 s" << std::endl;
+    }
+  }
+
+  // Until the victim runs rounds in the grid again.
+  void watch_back(std::size_t victim) {
+    const auto at = Clock::now();
+    while (Clock::now() - at < 60s) {
+      auto v = observe();
+      std::this_thread::sleep_for(100ms);
+      if (!v) continue;
+      for (const auto& n : v->nodes)
+        if (n.place.address == slots_[victim].address && n.figures.rounds_done > 0 &&
+            v->nodes.size() == slots_.size()) {
+          figures_.back.push_back(seconds(Clock::now() - at));
+          return;
+        }
+    }
+    ++figures_.missed;
+    std::cout << "chaos: node " << victim << " was not back in the grid within 60 s" << std::endl;
+  }
+
+  static int count(const std::string& text, const std::string& needle) {
+    int n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  }
+
+  static void summary(const std::string& what, std::vector<double> times) {
+    if (times.empty()) {
+      std::cout << what << ": none\n";
+      return;
+    }
+    std::sort(times.begin(), times.end());
+    char line[200];
+    std::snprintf(line, sizeof line, "%s: median %.3f s, worst %.3f s over %zu\n", what.c_str(),
+                  times[times.size() / 2], times.back(), times.size());
+    std::cout << line;
+  }
+
+  const ChaosArgs& args_;
+  std::string exe_;
+  std::string dir_;
+  std::string config_;
+  std::mt19937 random_;
+  actors::Runtime runtime_{config::Config{}};
+  std::vector<Slot> slots_;
+  Figures figures_;
+  std::uint64_t epoch_ = 0;
+  Clock::time_point began_ = Clock::now();
+};
+
+std::atomic<int> chaos_signal{0};
+extern "C" void on_chaos_signal(int sig) { chaos_signal.store(sig); }
+bool Chaos::stop_requested() { return chaos_signal.load() != 0; }
+
+}  // namespace
+
+int chaos(const ChaosArgs& args, const char* argv0) {
+  if (args.nodes < 3) return fail(kBadInput, "chaos: --nodes must be at least 3 (a majority must survive a fault)");
+  if (args.minutes <= 0 || args.every < 1 || args.stop_seconds < 1 || args.faults < 0)
+    return fail(kBadInput, "chaos: --minutes, --every and --stop-seconds must be positive, --faults not negative");
+  std::error_code ec;
+  std::filesystem::create_directories(args.out, ec);
+  if (ec) return fail(kBadInput, "chaos: cannot create " + args.out + ": " + ec.message());
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  std::signal(SIGINT, on_chaos_signal);
+  std::signal(SIGTERM, on_chaos_signal);
+  spdlog::set_level(spdlog::level::warn);
+  Chaos run(args, self_exe(argv0), std::filesystem::absolute(args.out).string());
+  run.write_config();
+  std::cout << "chaos: " << args.nodes << " nodes for " << args.minutes << " min, a fault every " << args.every
+            << " s" << std::endl;
+  if (Status started = run.start_nodes(); !started.ok()) return fail(kInternal, started.error().to_string());
+  run.inject();
+  return run.report();
+}
+
+}  // namespace gridtrain::app
