@@ -196,6 +196,14 @@ Welcome welcome_for(Self self, std::uint64_t id, bool kept_place) {
 // A Join while leading: checked, then the node is placed and welcomed.
 void admit_join(Self self, const Join& join) {
   auto& s = self->state;
+  // A member that lost contact with us while we did not lose it (a stall shorter on our side, a stale down_msg on
+  // its side): it is still in its place, with its lines. Tell it so, or it would ask forever and be refused as a
+  // duplicate.
+  if (auto m = s.members.find(join.node_id);
+      m != s.members.end() && join.lines_kept && join.epoch == s.epoch && join.node == m->second.node) {
+    self->send(join.node, welcome_for(self, join.node_id, true));
+    return;
+  }
   if (Status admitted = admit(s, join); !admitted.ok()) {
     const std::string& why = admitted.error().message;
     ++s.rejected;
@@ -288,10 +296,10 @@ void check_election(Self self) {
 // A Join while electing: a vote from a member of the last state, or a new node that waits for the outcome.
 void election_join(Self self, const Join& join) {
   auto& s = self->state;
-  if (join.protocol != protocol_version || !token_proof_matches(s.setup.token, join.node_id, join.token_proof))
-    return admit_join(self, join);  // refused, with the reason (admit says which)
+  if (!admit(s, join).ok()) return admit_join(self, join);  // refused, with the reason (admit says which)
   if (in_last_state(s, join.node_id)) {
-    if (!join.vote) {
+    if (!join.vote) {  // no vote, or its vote taken back: it votes elsewhere, or stands itself
+      s.votes.erase(join.node_id);
       self->send(join.node, Reject{join.node_id, "it is electing a GridMaster itself", true});
       return;
     }

@@ -99,12 +99,15 @@ struct Join {
   // at a time; a candidate itself sends no votes.
   std::uint64_t epoch = 0;
   bool vote = false;
+  // It lost contact with its GridMaster and kept its lines (not Removed): if that GridMaster still has it, it is
+  // told so (a Welcome with kept_place) rather than refused as a duplicate.
+  bool lines_kept = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Join& x) {
   return f(caf::meta::type_name("join"), x.node_id, x.address, x.model_signature, x.model_floats, x.protocol,
-           x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote);
+           x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote, x.lines_kept);
 }
 
 // GridMaster -> Node: you are in. The run config is the cluster's (YAML text), not the joiner's own.

@@ -30,7 +30,8 @@ void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
   self->send(to, Join{s.setup.node_id, s.address, s.setup.store->signature(), s.setup.store->size(), protocol_version,
                       token_proof(s.setup.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
-                      s.dimension_nodes, s.line_masters, s.epoch, vote});
+                      s.dimension_nodes, s.line_masters, s.epoch, vote,
+                      s.phase == NodePhase::rejoining && s.lines_kept});
 }
 
 // The join is over, one way or another: tell whoever waits. A node that is not in ends.
@@ -347,6 +348,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.phase = NodePhase::member;
         s.grid_master = w.grid_master;
         s.grid_master_address = w.grid_master_address;
+        const std::uint64_t previous_epoch = s.epoch;
         s.epoch = w.epoch;
         if (auto config = config::load_string(w.run_config, "the cluster's config"))
           s.cluster_config = std::move(config).value();
@@ -356,10 +358,11 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
         if (rejoined && w.kept_place) {
           ++s.rejoins;
-          ++s.failovers;
-          spdlog::info("node {:016x}: in the cluster of epoch {} under its new GridMaster (node {:016x}); it keeps "
-                       "its place and its model",
-                       s.setup.node_id, s.epoch, w.grid_master_node_id);
+          const bool failover = w.epoch > previous_epoch;
+          if (failover) ++s.failovers;
+          spdlog::info("node {:016x}: in the cluster of epoch {} under {} GridMaster (node {:016x}); it keeps its "
+                       "place and its model",
+                       s.setup.node_id, s.epoch, failover ? "its new" : "the same", w.grid_master_node_id);
         } else if (rejoined) {
           ++s.rejoins;
           if (s.lines_kept) {  // its lines of before are another cluster's now, or gone

@@ -182,13 +182,16 @@ namespace {
 
 // The demo's cluster (its MLP, 2-D grid, α = 0.3, θ = 1) of four `gridnode run` processes on Fashion-MNIST, each
 // on its quarter, for `epochs` epochs. With `kill_grid_master`, the bootstrapping node (it hosts the GridMaster)
-// is killed -9 in the middle of the run: once another node reports its first epoch. Returns the final test
-// accuracy of every node that finished.
+// is killed -9 in the middle of the run, once another node reports its first epoch, and restarted with --resume
+// (from its checkpoint, every 50 steps): it must resume, copy a running member's model, and finish too. Returns
+// the final test accuracy of every node that was never killed.
 std::vector<double> train_four(const fs::path& dir, int epochs, bool kill_grid_master) {
+  fs::create_directories(dir / "ckpt");
   std::ofstream(dir / "c.yaml") << "cluster:\n  listen: 127.0.0.1:0\ngrid:\n  dims: 2\n"
                                 << "allreduce:\n  elastic_rate: 0.3\n  reduce_threshold: 1\n  complete_threshold: 1\n"
                                 << "  advance_threshold: 1\nlearner:\n  kind: model\n  device: cpu\n  threads: 1\n"
-                                << "  optimizer:\n    learning_rate: 0.04\n  epochs: " << epochs << "\n";
+                                << "  optimizer:\n    learning_rate: 0.04\n  epochs: " << epochs << "\n"
+                                << "checkpoint:\n  dir: " << (dir / "ckpt").string() << "\n  every: 50\n";
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::vector<std::unique_ptr<ChildProcess>> nodes;
   std::string seeds;
@@ -207,6 +210,12 @@ std::vector<double> train_four(const fs::path& dir, int epochs, bool kill_grid_m
   if (kill_grid_master) {
     REQUIRE_MESSAGE(nodes[1]->wait_for_line("epoch 1 ", kGenerous), nodes[1]->output());
     nodes[0]->signal(SIGKILL);
+    nodes[0]->wait_exit(std::chrono::seconds(10));
+    auto restarted = ChildProcess::start(gridnode, {"run", "--config", (dir / "c.yaml").string(), "--listen",
+                                                    "127.0.0.1:0", "--name", "0", "--shard-index", "0",
+                                                    "--shard-count", "4", "--seed", seeds, "--resume"});
+    REQUIRE(restarted.ok());
+    nodes[0] = std::move(restarted).value();
   }
   std::vector<double> finals;
   for (std::size_t i = kill_grid_master ? 1 : 0; i < nodes.size(); ++i) {
@@ -219,6 +228,13 @@ std::vector<double> train_four(const fs::path& dir, int epochs, bool kill_grid_m
     finals.push_back(std::stod(line->substr(line->find("final test_accuracy ") + 20)));
     if (kill_grid_master) CHECK(nodes[i]->output().find("under its new GridMaster") != std::string::npos);
   }
+  if (kill_grid_master) {
+    INFO("the restarted node:\n" << nodes[0]->output());
+    CHECK(nodes[0]->wait_exit(std::chrono::seconds(300)) == 0);
+    CHECK(nodes[0]->output().find("resumed from ") != std::string::npos);
+    CHECK(nodes[0]->output().find("warm start: copied the model of node") != std::string::npos);
+    CHECK(nodes[0]->output().find("final test_accuracy ") != std::string::npos);
+  }
   return finals;
 }
 
@@ -230,7 +246,7 @@ double mean(const std::vector<double>& v) {
 
 }  // namespace
 
-TEST_CASE("training survives the GridMaster's node killed mid-run: the others finish, within 1 point of accuracy") {
+TEST_CASE("training survives the GridMaster's node killed mid-run: all finish, within 1 point; it resumes warm") {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");
     return;

@@ -1,0 +1,212 @@
+// GridMaster failover, run deterministically: a successor's GridMaster elects from the last GridState of its
+// node, and takes over only with a strict majority of the confirmed members; a GridMaster that would keep no
+// majority steps down. The members are recorders, so every message the GridMaster sends is there to read.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <map>
+
+#include "actors/grid_master.hpp"
+#include "actors/messages.hpp"
+#include "deterministic_system.hpp"
+#include "test_support.hpp"
+
+namespace gridtrain::testing {
+namespace {
+
+constexpr std::uint64_t kLostMaster = 1;  // the node whose GridMaster was lost
+constexpr std::uint64_t kCandidate = 2;   // the lowest survivor: it stands
+
+// Members 1..n of a cluster of epoch 3 whose GridMaster ran on node 1, each a recorder, and the GridMaster node 2
+// spawns to stand as successor with the last GridState it held.
+struct Election {
+  explicit Election(std::uint64_t n) : config(cluster_config(2, 1.0)), store(make_store(64, 1.0f)) {
+    grid::Layout layout = grid::Layout::fixed(2);
+    actors::GridState last{3, 10, 0, {}, {}, {}, kLostMaster, {}};
+    for (std::uint64_t id = 1; id <= n; ++id) {
+      layout.add(id);
+      members[id] = sim.recorder("node " + std::to_string(id));
+      last.quorum_members.push_back(id);
+    }
+    last.layout = actors::layout_state(layout.snapshot());
+    last.dims = static_cast<std::uint32_t>(layout.dims());
+    for (std::uint64_t id = 1; id <= n; ++id)
+      last.members.push_back({{id, address(id), {}, {}}, members[id], handles(id), handles(id)});
+    gm = sim.spawn(actors::grid_master, actors::GridMasterSetup{config, "", store->signature(), store->size(),
+                                                                 address(kCandidate), kCandidate, last});
+    sim.run();
+  }
+
+  static std::string address(std::uint64_t id) { return "127.0.0.1:" + std::to_string(7000 + id); }
+  std::vector<caf::actor> handles(std::uint64_t id) {
+    return std::vector<caf::actor>(actors::kDimsOffered, members.at(id));
+  }
+  actors::Join join(std::uint64_t id, bool vote) {
+    return actors::Join{id, address(id), store->signature(), store->size(), actors::protocol_version, "",
+                        members.at(id), handles(id), handles(id), 3, vote, true};
+  }
+  void vote(std::uint64_t id, bool vote = true) {
+    caf::anon_send(gm, join(id, vote));
+    sim.run();
+  }
+  void wait(std::chrono::milliseconds span) {
+    sim.advance_time(span);
+    sim.run();
+  }
+  const actors::GridMasterState& state() { return state_of<actors::GridMasterState>(gm); }
+  std::vector<actors::Welcome> welcomes(std::uint64_t id) { return received<actors::Welcome>(members.at(id)); }
+
+  DeterministicSystem sim;
+  config::Config config;
+  std::shared_ptr<learner::ParameterStore> store;
+  std::map<std::uint64_t, caf::actor> members;
+  caf::actor gm;
+};
+
+}  // namespace
+
+TEST_CASE("a successor with the votes of a minority never takes over") {
+  Election e(5);
+  e.vote(kCandidate);
+  e.vote(3);
+  e.wait(std::chrono::seconds(10));  // far past the grace
+  CHECK(e.state().electing);
+  CHECK(e.state().members.empty());
+  for (std::uint64_t id = 1; id <= 5; ++id) CHECK(e.welcomes(id).empty());
+  // A new node that joins meanwhile waits for the outcome (it is not refused, and not let in).
+  const caf::actor newcomer = e.sim.recorder("newcomer");
+  auto fresh = e.join(3, false);
+  fresh.node_id = 99;
+  fresh.node = newcomer;
+  fresh.epoch = 0;
+  caf::anon_send(e.gm, fresh);
+  e.sim.run();
+  CHECK(messages(newcomer).empty());
+  CHECK(e.state().waiting.size() == 1);
+}
+
+TEST_CASE("a strict majority takes over after the grace; the epoch rises and the voters keep their places") {
+  Election e(5);
+  e.vote(kCandidate);
+  e.vote(3);
+  e.vote(4);  // 3 of 5: a majority, but node 5 may still vote
+  CHECK(e.state().electing);
+  e.wait(std::chrono::milliseconds(500));
+  REQUIRE_FALSE(e.state().electing);
+  CHECK(e.state().epoch == 4);
+  CHECK(e.state().layout_version == 11);
+  CHECK(e.state().members.size() == 3);
+  CHECK(e.state().quorum_members == std::set<std::uint64_t>{2, 3, 4});
+  CHECK(e.state().layout.check_invariants() == "");
+  for (std::uint64_t id : {2, 3, 4}) {
+    const auto welcomes = e.welcomes(id);
+    REQUIRE(welcomes.size() == 1);
+    CHECK(welcomes[0].kept_place);
+    CHECK(welcomes[0].epoch == 4);
+    CHECK(welcomes[0].grid_master_node_id == kCandidate);
+    // Its lines start again under the new epoch, and it holds the new state.
+    const auto states = received<actors::GridState>(e.members.at(id));
+    REQUIRE_FALSE(states.empty());
+    CHECK(states.back().epoch == 4);
+    CHECK(states.back().members.size() == 3);
+  }
+  std::size_t lines_started = 0;
+  for (std::uint64_t id : {2, 3, 4})
+    for (const auto& line : received<actors::StartLine>(e.members.at(id))) {
+      CHECK(line.epoch == 4);
+      ++lines_started;
+    }
+  CHECK(lines_started == e.state().layout.lines().size());
+  CHECK(e.welcomes(5).empty());  // it did not vote: a new member if it asks later, no place kept
+}
+
+TEST_CASE("when every member but the lost GridMaster's node has voted, the successor takes over at once") {
+  Election e(4);
+  for (std::uint64_t id : {2, 3, 4}) e.vote(id);
+  CHECK_FALSE(e.state().electing);  // no grace: nobody else could vote
+  CHECK(e.state().members.size() == 3);
+}
+
+TEST_CASE("a vote taken back does not count") {
+  Election e(5);
+  e.vote(kCandidate);
+  e.vote(3);
+  e.vote(3, false);  // node 3 now votes elsewhere
+  e.vote(4);
+  e.wait(std::chrono::seconds(10));
+  CHECK(e.state().electing);
+  CHECK(e.state().votes.size() == 2);
+}
+
+TEST_CASE("a voter whose connection is lost no longer counts") {
+  Election e(5);
+  e.vote(kCandidate);
+  e.vote(3);
+  caf::anon_send_exit(e.members.at(3), caf::exit_reason::kill);
+  e.sim.run();
+  e.vote(4);
+  e.wait(std::chrono::seconds(10));
+  CHECK(e.state().electing);
+}
+
+TEST_CASE("a GridMaster that would reach only half of its confirmed members steps down instead of going on") {
+  Election e(3);
+  e.vote(kCandidate);
+  e.vote(3);  // every member but node 1: takeover with {2, 3}
+  REQUIRE_FALSE(e.state().electing);
+  REQUIRE(e.state().quorum_members == std::set<std::uint64_t>{2, 3});
+  // Node 3's connection is lost: the GridMaster would keep 1 of 2. It cannot tell whether node 3 died or it is
+  // the one cut off, so it ends, and leaves the decision to a majority.
+  caf::anon_send_exit(e.members.at(3), caf::exit_reason::kill);
+  e.sim.run();
+  CHECK(ended(e.gm));
+}
+
+TEST_CASE("a GridMaster that keeps a strict majority removes the lost member and goes on") {
+  Election e(4);
+  for (std::uint64_t id : {2, 3, 4}) e.vote(id);
+  REQUIRE(e.state().quorum_members.size() == 3);
+  caf::anon_send_exit(e.members.at(4), caf::exit_reason::kill);
+  e.sim.run();
+  REQUIRE_FALSE(ended(e.gm));
+  CHECK(e.state().members.size() == 2);
+  // Not yet confirmed: the members still count node 4 until both acknowledge the new state.
+  CHECK(e.state().quorum_members.size() == 3);
+  for (std::uint64_t id : {2, 3}) {
+    actors::NodeReport report;
+    report.node_id = id;
+    report.epoch = e.state().epoch;
+    report.layout_version = e.state().layout_version;
+    caf::anon_send(e.gm, report);
+  }
+  e.sim.run();
+  CHECK(e.state().quorum_members == std::set<std::uint64_t>{2, 3});
+}
+
+}  // namespace gridtrain::testing
+
+namespace gridtrain::testing {
+
+TEST_CASE("a member that lost contact with a GridMaster that still has it is told it is in, not refused") {
+  Election e(4);
+  for (std::uint64_t id : {2, 3, 4}) e.vote(id);
+  REQUIRE_FALSE(e.state().electing);
+  take<actors::Welcome>(e.members.at(3));
+  // Node 3 saw the GridMaster's connection drop (a stall on its side, say) and asks again, with its lines kept.
+  auto again = e.join(3, true);
+  again.epoch = e.state().epoch;
+  caf::anon_send(e.gm, again);
+  e.sim.run();
+  const auto welcomes = take<actors::Welcome>(e.members.at(3));
+  REQUIRE(welcomes.size() == 1);
+  CHECK(welcomes[0].kept_place);
+  CHECK(received<actors::Reject>(e.members.at(3)).empty());
+  CHECK(e.state().members.size() == 3);
+  // One that was taken out (it dropped its lines) is refused as before, until the GridMaster removes it.
+  again.lines_kept = false;
+  caf::anon_send(e.gm, again);
+  e.sim.run();
+  CHECK(take<actors::Reject>(e.members.at(3)).size() == 1);
+}
+
+}  // namespace gridtrain::testing
