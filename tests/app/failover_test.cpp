@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <chrono>
 #include <csignal>
 #include <random>
@@ -146,6 +147,42 @@ TEST_CASE("the successor killed right after its takeover: the next survivor take
   const std::size_t third = grid_master_index(cluster, last, 5);
   CHECK(alive.count(third));
   CHECK(eventually([&] { return all_past(last = cluster.status(), 3, rounds_by_address(last)); }, 10s));
+}
+
+TEST_CASE("two nodes killed at once, the GridMaster's and the one that would succeed it: a majority takes over") {
+  Cluster cluster;
+  json last = start_running(cluster, 5);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  const std::size_t gm = grid_master_index(cluster, last, 5);
+  // The successor-to-be: the lowest id but the GridMaster's node.
+  std::uint64_t lowest = UINT64_MAX;
+  std::string lowest_address;
+  for (const auto& n : last["nodes"])
+    if (n["id"] != last["grid_master"] && n["id"].get<std::uint64_t>() < lowest) {
+      lowest = n["id"].get<std::uint64_t>();
+      lowest_address = n["address"].get<std::string>();
+    }
+  std::size_t successor = 0;
+  for (std::size_t i = 0; i < 5; ++i)
+    if (cluster.address(i) == lowest_address) successor = i;
+  std::vector<std::string> survivors;
+  for (std::size_t i = 0; i < 5; ++i)
+    if (i != gm && i != successor) survivors.push_back(cluster.address(i));
+  cluster.set_seed(joined(survivors));
+  const auto before = rounds_by_address(last);
+
+  cluster.node(gm).signal(SIGKILL);
+  cluster.node(successor).signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const bool took_over = eventually(
+      [&] {
+        last = cluster.status();
+        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch && last["nodes"].size() == 3;
+      },
+      10s);
+  REQUIRE_MESSAGE(took_over, "last status: " << last.dump());
+  MESSAGE("3 of 5 took over " << seconds_since(killed) << " s after the two kills");
+  CHECK(eventually([&] { return all_past(last = cluster.status(), 3, before); }, 10s));
 }
 
 TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not followed: it steps down and rejoins") {
