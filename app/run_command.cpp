@@ -8,7 +8,6 @@
 //   7. start_metrics     metrics.listen: the Prometheus endpoint
 //   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
 
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -245,24 +244,10 @@ void leave(const actors::NodeHandle& node) {
   node.wait();
 }
 
-// Gives the memory freed since the last call back to the system. A node's traffic comes in bursts (a peer that
-// wakes from a stall, a failover, a warm start: model-sized buffers by the dozen), and glibc keeps what a burst
-// freed: measured in a 30-minute chaos run, a node's resident memory grew by 67% while malloc_trim(0) took it
-// back to where it started. Every 30 s; it costs a walk of the free lists.
-void return_freed_memory(std::chrono::steady_clock::time_point& last) {
-  if (std::chrono::steady_clock::now() - last < std::chrono::seconds(30)) return;
-  last = std::chrono::steady_clock::now();
-#ifdef __GLIBC__
-  ::malloc_trim(0);
-#endif
-}
-
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
 int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus) {
   auto scraped = std::chrono::steady_clock::now();
-  auto trimmed = scraped;
   while (!node.wait_for(std::chrono::milliseconds(100))) {
-    return_freed_memory(trimmed);
     if (prometheus && std::chrono::steady_clock::now() - scraped > std::chrono::seconds(1)) {
       prometheus->update(node.stats());
       scraped = std::chrono::steady_clock::now();
