@@ -134,12 +134,14 @@ void abandon_candidacy(Self self, const std::string& why) {
 }
 
 // No member below it answered: it stands as the successor, with a GridMaster that elects from its last state.
-// Only a confirmed member of that state may stand (a majority of them must vote for it), and only one that lost
-// the GridMaster: one the GridMaster took out (Removed) knows it is alive.
+// Any member of that state may stand, even one not confirmed yet (a majority of the confirmed ones must vote for
+// it; it does not count itself then): the others see it answer and vote for it, so if it did not stand, nobody
+// would. Only one that lost the GridMaster stands: one the GridMaster took out (Removed) knows it is alive.
 void stand(Self self) {
   auto& s = self->state;
-  if (!s.lines_kept || !s.grid || std::find(s.grid->quorum_members.begin(), s.grid->quorum_members.end(), s.setup.node_id) ==
-                     s.grid->quorum_members.end())
+  if (!s.lines_kept || !s.grid ||
+      std::none_of(s.grid->members.begin(), s.grid->members.end(),
+                   [&](const MemberState& m) { return m.place.node_id == s.setup.node_id; }))
     return;
   withdraw_vote(self);
   spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
