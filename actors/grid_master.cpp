@@ -40,6 +40,14 @@ Status admit(const GridMasterState& s, const Join& join) {
   return {};
 }
 
+// The layout a GridMaster starts from, empty, as the cluster's config asks.
+grid::Layout empty_layout(const config::Config& config) {
+  return config.grid.dims ? grid::Layout::fixed(*config.grid.dims) : grid::Layout::automatic(config.grid.max_line);
+}
+
+// What an electing or stepping-down GridMaster tells a node that wants in: no cluster to join now, ask again.
+constexpr const char* kNoGridMasterNow = "the cluster has no GridMaster now (electing one); try again";
+
 // Tells the lines what the delta changed: every stop before any start (LayoutDelta's contract).
 void apply(Self self, const grid::LayoutDelta& delta) {
   auto& s = self->state;
@@ -60,7 +68,6 @@ void apply(Self self, const grid::LayoutDelta& delta) {
     self->send(s.members.at(line.master).line_masters[dim], std::move(start));
   }
 }
-
 
 // Every line of the layout started under the present epoch and version (a successor's takeover).
 void start_all_lines(Self self) {
@@ -98,11 +105,15 @@ void push_state(Self self) {
   for (const auto& [id, m] : s.members) self->send(m.node, state);
 }
 
-// After every change: a new layout version, the lines told, and every node told. The present members are
-// confirmed once each has acknowledged this version.
+// A change: a new layout version, which the present members are confirmed by once each has acknowledged it.
+void next_version(GridMasterState& s) {
+  ++s.layout_version;
+  s.confirm_version = s.layout_version;
+}
+
+// After every change: a new layout version, the lines told, and every node told.
 void changed(Self self, const grid::LayoutDelta& delta) {
-  ++self->state.layout_version;
-  self->state.confirm_version = self->state.layout_version;
+  next_version(self->state);
   apply(self, delta);
   push_state(self);
 }
@@ -119,7 +130,7 @@ void step_down(Self self, const std::string& why) {
   auto& s = self->state;
   spdlog::error("grid_master: stepping down from epoch {}: {}", s.epoch, why);
   for (const Join& join : s.waiting)
-    self->send(join.node, Reject{join.node_id, "the cluster has no GridMaster now (electing one); try again", true});
+    self->send(join.node, Reject{join.node_id, kNoGridMasterNow, true});
   s.waiting.clear();
   self->quit(caf::exit_reason::normal);
 }
@@ -130,8 +141,7 @@ void remove(Self self, std::uint64_t id, const char* why) {
   if (m == s.members.end()) return;
   self->demonitor(m->second.node);
   const grid::LayoutDelta delta = s.layout.remove(id);
-  ++s.layout_version;
-  s.confirm_version = s.layout_version;
+  next_version(s);
   // The lines first, while the member's handles are still known: the lines it mastered get their StopLine even if
   // it is still alive (stalled past the connection timeout, say), so that its LineMasters stop driving them.
   apply(self, delta);
@@ -255,8 +265,7 @@ void restore_layout(Self self) {
   std::string why = snapshot ? grid::Layout::restore(snapshot.value(), s.layout) : snapshot.error().message;
   if (!why.empty()) {
     spdlog::error("grid_master: the last layout does not restore ({}); placing the voters afresh", why);
-    s.layout = s.setup.config.grid.dims ? grid::Layout::fixed(*s.setup.config.grid.dims)
-                                        : grid::Layout::automatic(s.setup.config.grid.max_line);
+    s.layout = empty_layout(s.setup.config);
   }
   for (grid::NodeId id : s.layout.members())
     if (!s.votes.count(id)) s.layout.remove(id);
@@ -316,7 +325,7 @@ void election_join(Self self, const Join& join) {
     return check_election(self);
   }
   if (s.waiting.size() >= kMaxWaitingJoins) {
-    self->send(join.node, Reject{join.node_id, "the cluster has no GridMaster now (electing one); try again", true});
+    self->send(join.node, Reject{join.node_id, kNoGridMasterNow, true});
     return;
   }
   s.waiting.push_back(join);
@@ -332,8 +341,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
   auto& s = self->state;
   s.setup = std::move(setup);
   s.settings = line_settings(s.setup.config, s.setup.model_floats);
-  s.layout = s.setup.config.grid.dims ? grid::Layout::fixed(*s.setup.config.grid.dims)
-                                      : grid::Layout::automatic(s.setup.config.grid.max_line);
+  s.layout = empty_layout(s.setup.config);
   if (s.setup.takeover) {
     s.electing = true;
     s.epoch = s.setup.takeover->epoch;

@@ -101,6 +101,14 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
 
+// lost_atom to its DimensionNodes and LineMasters (they pass it on to the Workers): every line, or with (epoch,
+// layout_version) those older than that.
+template <class... Version>
+void drop_lines(Self self, Version... version) {
+  for (const auto& d : self->state.dimension_nodes) self->send(d, lost_atom::value, version...);
+  for (const auto& m : self->state.line_masters) self->send(m, lost_atom::value, version...);
+}
+
 // Calls `then` with the node actor at `address` (host:port, or "local:<id>" for a member of this process), or
 // with null when it cannot be reached within rejoin_interval.
 void reach(Self self, const std::string& address, std::function<void(caf::actor)> then) {
@@ -220,10 +228,7 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
   s.grid_master = nullptr;
   ++s.report_generation;
   s.lines_kept = keep_lines;
-  if (!keep_lines) {
-    for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value);
-    for (const auto& m : s.line_masters) self->send(m, lost_atom::value);
-  }
+  if (!keep_lines) drop_lines(self);
   s.walk.clear();
   s.walks = 0;
   auto known = [&](const std::string& address) {
@@ -234,8 +239,7 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
     for (const MemberState& m : s.grid->members)
       if (m.place.node_id == s.setup.node_id || !known(m.place.address))
         s.walk.push_back({m.place.node_id, m.place.address});
-  for (const std::string& address : {s.grid_master_address})
-    if (!known(address)) s.walk.push_back({0, address});
+  if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address});
   for (const config::Endpoint& seed : s.setup.seeds)
     if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string()});
   if (s.walk.size() <= 1)
@@ -367,10 +371,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                        s.setup.node_id, s.epoch, failover ? "its new" : "the same", w.grid_master_node_id);
         } else if (rejoined) {
           ++s.rejoins;
-          if (s.lines_kept) {  // its lines of before are another cluster's now, or gone
-            for (const auto& d : s.dimension_nodes) self->send(d, lost_atom::value, w.epoch, w.layout_version);
-            for (const auto& m : s.line_masters) self->send(m, lost_atom::value, w.epoch, w.layout_version);
-          }
+          if (s.lines_kept) drop_lines(self, w.epoch, w.layout_version);  // another cluster's now, or gone
           spdlog::info("node {:016x}: rejoined the cluster, epoch {}", s.setup.node_id, s.epoch);
           warm_start(self);
         } else {

@@ -195,7 +195,8 @@ class Chaos {
     auto listening = slot.process->wait_for_line("listening on ", 30s);
     auto joined = slot.process->wait_for_line("joined the cluster", 60s);
     if (!listening || !joined)
-      return Error{.source = "chaos", .message = "node " + std::to_string(i) + " did not join:\n" + slot.process->output()};
+      return Error{.source = "chaos",
+                   .message = "node " + std::to_string(i) + " did not join:\n" + slot.process->output()};
     slot.address = listening->substr(listening->find("listening on ") + 13);
     std::cout << "[node " << i << "] " << *joined << " at " << slot.address << std::endl;
     return {};

@@ -23,6 +23,21 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Nodes 0..n-1 but those in `out`.
+std::vector<std::size_t> all_but(std::size_t n, const std::set<std::size_t>& out) {
+  std::vector<std::size_t> in;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!out.count(i)) in.push_back(i);
+  return in;
+}
+
+template <class Indexes>
+std::vector<std::string> addresses(const Cluster& cluster, const Indexes& indexes) {
+  std::vector<std::string> out;
+  for (std::size_t i : indexes) out.push_back(cluster.address(i));
+  return out;
+}
+
 std::string joined(const std::vector<std::string>& addresses) {
   std::string out;
   for (const auto& a : addresses) out += (out.empty() ? "" : ",") + a;
@@ -52,9 +67,9 @@ bool all_past(const json& status, std::size_t nodes, const std::map<std::string,
 
 // Starts `n` probe nodes and waits until each runs rounds. Every later start and status uses every address.
 json start_running(Cluster& cluster, std::size_t n) {
-  std::vector<std::string> addresses;
-  for (std::size_t i = 0; i < n; ++i) addresses.push_back(cluster.address(cluster.start(1.0 + static_cast<double>(i))));
-  cluster.set_seed(joined(addresses));
+  std::vector<std::size_t> started;
+  for (std::size_t i = 0; i < n; ++i) started.push_back(cluster.start(1.0 + static_cast<double>(i)));
+  cluster.set_seed(joined(addresses(cluster, started)));
   json last;
   REQUIRE_MESSAGE(eventually([&] { return all_past(last = cluster.status(), n, {}); }, 60s),
                   "last status: " << last.dump());
@@ -68,9 +83,7 @@ TEST_CASE("kill -9 of the GridMaster's process: a survivor takes over within 5 s
   json last = start_running(cluster, 4);
   const auto epoch = last["epoch"].get<std::uint64_t>();
   const std::size_t gm = grid_master_index(cluster, last, 4);
-  std::vector<std::string> survivors;
-  for (std::size_t i = 0; i < 4; ++i)
-    if (i != gm) survivors.push_back(cluster.address(i));
+  const std::vector<std::string> survivors = addresses(cluster, all_but(4, {gm}));
   cluster.set_seed(joined(survivors));
   const auto before = rounds_by_address(last);
 
@@ -112,15 +125,10 @@ TEST_CASE("the successor killed right after its takeover: the next survivor take
   json last = start_running(cluster, 5);
   const auto epoch = last["epoch"].get<std::uint64_t>();
   std::set<std::size_t> alive{0, 1, 2, 3, 4};
-  auto survivors_seed = [&] {
-    std::vector<std::string> a;
-    for (std::size_t i : alive) a.push_back(cluster.address(i));
-    return joined(a);
-  };
   const std::size_t first = grid_master_index(cluster, last, 5);
   cluster.node(first).signal(SIGKILL);
   alive.erase(first);
-  cluster.set_seed(survivors_seed());
+  cluster.set_seed(joined(addresses(cluster, alive)));
   REQUIRE_MESSAGE(eventually(
                       [&] {
                         last = cluster.status();
@@ -133,7 +141,7 @@ TEST_CASE("the successor killed right after its takeover: the next survivor take
   const auto second_epoch = last["epoch"].get<std::uint64_t>();
   cluster.node(second).signal(SIGKILL);
   alive.erase(second);
-  cluster.set_seed(survivors_seed());
+  cluster.set_seed(joined(addresses(cluster, alive)));
   const auto killed = std::chrono::steady_clock::now();
   REQUIRE_MESSAGE(eventually(
                       [&] {
@@ -165,10 +173,7 @@ TEST_CASE("two nodes killed at once, the GridMaster's and the one that would suc
   std::size_t successor = 0;
   for (std::size_t i = 0; i < 5; ++i)
     if (cluster.address(i) == lowest_address) successor = i;
-  std::vector<std::string> survivors;
-  for (std::size_t i = 0; i < 5; ++i)
-    if (i != gm && i != successor) survivors.push_back(cluster.address(i));
-  cluster.set_seed(joined(survivors));
+  cluster.set_seed(joined(addresses(cluster, all_but(5, {gm, successor}))));
   const auto before = rounds_by_address(last);
 
   cluster.node(gm).signal(SIGKILL);
@@ -190,10 +195,7 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
   json last = start_running(cluster, 4);
   const auto epoch = last["epoch"].get<std::uint64_t>();
   const std::size_t gm = grid_master_index(cluster, last, 4);
-  std::vector<std::string> others;
-  for (std::size_t i = 0; i < 4; ++i)
-    if (i != gm) others.push_back(cluster.address(i));
-  cluster.set_seed(joined(others));
+  cluster.set_seed(joined(addresses(cluster, all_but(4, {gm}))));
 
   cluster.node(gm).signal(SIGSTOP);
   // The others cannot tell a stall from a death: three of four vote, and one of them takes over.
@@ -229,11 +231,6 @@ TEST_CASE("kill -9 of a random node, ten times, each restarted: rounds go on aft
   Cluster cluster;
   json last = start_running(cluster, 4);
   std::vector<std::size_t> alive{0, 1, 2, 3};
-  auto seed_of_alive = [&] {
-    std::vector<std::string> a;
-    for (std::size_t i : alive) a.push_back(cluster.address(i));
-    return joined(a);
-  };
   std::mt19937 random(20261123);
   std::vector<double> went_on;
   for (int kill = 0; kill < 10; ++kill) {
@@ -242,7 +239,7 @@ TEST_CASE("kill -9 of a random node, ten times, each restarted: rounds go on aft
     const bool was_gm = victim == grid_master_index(cluster, last, cluster.address_count());
     const auto before = rounds_by_address(last);
     alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(at));
-    cluster.set_seed(seed_of_alive());
+    cluster.set_seed(joined(addresses(cluster, alive)));
     const auto killed = std::chrono::steady_clock::now();
     cluster.node(victim).signal(SIGKILL);
     // The survivors complete rounds again, in a grid of three.
@@ -260,7 +257,7 @@ TEST_CASE("kill -9 of a random node, ten times, each restarted: rounds go on aft
                     << went_on.back() << " s");
     // Restarted (a new process, a new port), it joins and the grid grows back to four.
     alive.push_back(cluster.start(5.0));
-    cluster.set_seed(seed_of_alive());
+    cluster.set_seed(joined(addresses(cluster, alive)));
     REQUIRE_MESSAGE(eventually([&] { return all_past(last = cluster.status(), 4, {}); }, 30s),
                     "restart after kill " << kill << "; last status: " << last.dump());
   }
