@@ -139,7 +139,8 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
           const auto slot = static_cast<std::uint32_t>(s.workers.size());
           s.workers.push_back(self->spawn<caf::linked>(
               worker,
-              WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self)}));
+              WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self),
+                          s.setup.stall_limit}));
           s.worker_stats.emplace_back();
         }
         // Every worker, also those beyond this line's k: each drops its round of the old line.

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <chrono>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -24,6 +25,7 @@ struct DimensionNodeSetup {
   std::uint32_t dim = 0;
   std::uint64_t node_id = 0;
   std::shared_ptr<learner::ParameterStore> store;
+  std::chrono::milliseconds stall_limit{0};  // for its Workers: WorkerSetup::stall_limit
 };
 
 struct DimensionNodeState {

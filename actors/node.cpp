@@ -328,7 +328,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   s.setup = std::move(setup);
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(self->spawn<caf::linked>(
-        dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store}));
+        dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store,
+                                           std::chrono::milliseconds(s.setup.config.cluster.connection_timeout_ms)}));
     s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
   drop_unexpected(self);

@@ -43,6 +43,36 @@ void drop(Self self, bool stale, const char* what) {
   }
 }
 
+// Notes that the worker runs now; true while it sits out a stall (see WorkerSetup::stall_limit). The ticks keep
+// `last_ran` fresh while there is a line, so a long gap means the worker itself did not run: a quiet line is no
+// stall.
+bool sitting_out(Self self) {
+  auto& s = self->state;
+  if (s.setup.stall_limit.count() == 0) return false;
+  const auto now = self->clock().now();
+  const auto gap = now - s.last_ran;
+  s.last_ran = now;
+  if (s.line && gap > s.setup.stall_limit) {
+    if (s.round && !s.done) ++s.stats.abandoned;
+    s.round.reset();
+    s.done = false;
+    s.sit_out_until = now + s.setup.stall_limit;
+    // One line per dimension: the other slots stalled alike.
+    spdlog::log(s.setup.slot == 0 ? spdlog::level::info : spdlog::level::debug, "worker dim {} slot {}: did not run for {} ms, longer than the connection timeout; it sits out "
+                 "{} ms while its node finds out what is left of its line",
+                 s.setup.dim, s.setup.slot, std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(),
+                 s.setup.stall_limit.count());
+  }
+  return now < s.sit_out_until;
+}
+
+void tick_while_in_line(Self self) {
+  auto& s = self->state;
+  if (s.setup.stall_limit.count() == 0 || !s.line || s.ticking) return;
+  s.ticking = true;
+  self->delayed_send(self, s.setup.stall_limit / 4, tick_atom::value);
+}
+
 // Sends what the Round asks for. Round::reduce lists one chunk's mean for every other peer in a row: that is
 // one message, shared by all receivers, not p - 1 copies.
 void send_all(Self self, std::span<const allreduce::Send> sends) {
@@ -150,6 +180,8 @@ caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup) 
   return {
       [self](const StartLine& line) {
         auto& s = self->state;
+        sitting_out(self);
+        s.sit_out_until = {};  // a new line: new peers, over connections that work
         // A round of the old line cannot finish any more: its peers moved on. Drop it without an update.
         if (s.round && !s.done) ++s.stats.abandoned;
         s.round.reset();
@@ -162,21 +194,30 @@ caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup) 
         } else {
           s.self_index = static_cast<std::uint32_t>(me - line.peers.begin());
         }
+        tick_while_in_line(self);
         publish_stats(self);
       },
       [self](const StartRound& m) {
+        if (sitting_out(self)) {
+          drop(self, true, "a round message while sitting out a stall");
+          return;
+        }
         enter_round(self, m.key);
         publish_stats(self);
       },
       [self](const ScatterChunk& m) {
-        if (enter_round(self, m.key)) {
+        if (sitting_out(self)) {
+          drop(self, true, "a round message while sitting out a stall");
+        } else if (enter_round(self, m.key)) {
           const auto outcome = self->state.round->on_scatter({m.key, m.from, m.offset, m.data.values});
           handle_verdict(self, outcome.verdict, outcome.sends);
         }
         publish_stats(self);
       },
       [self](const ReducedChunk& m) {
-        if (enter_round(self, m.key)) {
+        if (sitting_out(self)) {
+          drop(self, true, "a round message while sitting out a stall");
+        } else if (enter_round(self, m.key)) {
           const auto outcome = self->state.round->on_reduced({m.key, m.from, m.offset, m.count, m.data.values});
           handle_verdict(self, outcome.verdict, outcome.sends);
         }
@@ -184,14 +225,23 @@ caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup) 
       },
       [self](deadline_atom, std::uint64_t layout_version, std::uint64_t round) {
         auto& s = self->state;
+        if (sitting_out(self)) return;
         if (!s.round || s.round->key().layout_version != layout_version || s.round->key().round != round) return;
         send_all(self, s.round->deadline_passed());
         complete_if_done(self);
         publish_stats(self);
       },
+      [self](tick_atom) {
+        auto& s = self->state;
+        s.ticking = false;
+        sitting_out(self);
+        tick_while_in_line(self);
+        publish_stats(self);
+      },
       [self](lost_atom) {
         // The node lost the cluster: the line is gone; a round in progress cannot finish.
         auto& s = self->state;
+        sitting_out(self);
         if (s.round && !s.done) ++s.stats.abandoned;
         s.round.reset();
         s.done = false;

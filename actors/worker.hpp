@@ -7,10 +7,13 @@
 // cluster: the same, and no line until the next StartLine), StartRound and the peers' chunks. A message of an older round is dropped and counted; one of a newer round makes it finish the current
 // round with what it has (BIDMach's catchUp) and start the newer one. In timeout quorum mode a deadline message,
 // sent to itself when the round starts, lets the round go on with a quorum.
+// After a stall longer than the connection timeout it sits out as long again, dropping (and counting) round
+// messages: see WorkerSetup::stall_limit.
 // It tells: the peers' DimensionNodes (chunks), the LineMaster (RoundDone) and its parent (its RoundStats).
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +30,12 @@ struct WorkerSetup {
   std::uint64_t node_id = 0;
   std::shared_ptr<learner::ParameterStore> store;
   caf::actor parent;  // gets (slot, RoundStats) whenever the counters change; may be null
+  // A worker that finds it did not run for longer than this (the process was stopped, or starved) sits out the
+  // same time again: its peers' connection timeout has dropped its connections, and what it would send for the
+  // backlog it wakes to cannot arrive. CAF 0.17 serializes a message for a peer whose connection has just closed
+  // into a buffer it never frees, so that backlog cost memory for good. The node passes
+  // cluster.connection_timeout_ms; zero turns this off.
+  std::chrono::milliseconds stall_limit{0};
 };
 
 struct WorkerState {
@@ -38,6 +47,9 @@ struct WorkerState {
   bool done = false;  // the current round's update is applied and RoundDone sent
   RoundStats stats;
   RoundStats published;
+  caf::actor_clock::time_point last_ran;  // when this worker last handled a message, ticks included
+  caf::actor_clock::time_point sit_out_until;
+  bool ticking = false;  // a tick is on its way (only while there is a line; see WorkerSetup::stall_limit)
   std::uint64_t bad_messages = 0;
 };
 

@@ -21,10 +21,11 @@ using namespace std::chrono_literals;
 // A line of two: the worker under test is peer 0 (node 1), the `peer` recorder is peer 1 (node 2).
 // N = 8 floats in chunks of 2: block 0 = [0, 4) is the worker's, block 1 = [4, 8) the peer's.
 struct WorkerFixture {
-  WorkerFixture() : peer(sim.recorder("peer")), master(sim.recorder("line master")), parent(sim.recorder("parent")) {
+  explicit WorkerFixture(std::chrono::milliseconds stall_limit = 0ms)
+      : peer(sim.recorder("peer")), master(sim.recorder("line master")), parent(sim.recorder("parent")) {
     store = std::make_shared<learner::ParameterStore>(std::vector<learner::TensorSpec>{{"a", {3}}, {"b", {5}}});
     store->assign(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
-    worker = sim.spawn(actors::worker, actors::WorkerSetup{0, 0, 1, store, parent});
+    worker = sim.spawn(actors::worker, actors::WorkerSetup{0, 0, 1, store, parent, stall_limit});
   }
 
   actors::StartLine line(std::uint64_t version, bool timeout_quorum = false) {
@@ -245,6 +246,53 @@ TEST_CASE("in timeout quorum mode, the deadline lets a round complete without a 
   CHECK(reduced[0].count == 1);
   CHECK(reduced[1].count == 1);
   CHECK(f.stats() == actors::RoundStats{.rounds_done = 1, .quorum_shortfalls = 1});
+}
+
+TEST_CASE("a worker that did not run for longer than the connection timeout sits out as long, then runs rounds") {
+  WorkerFixture f(100ms);  // the connection timeout
+  f.start(0);
+  // The process is stopped for 300 ms: the first thing the worker runs after it is a tick, 275 ms late.
+  f.sim.advance_time(300ms);
+  f.sim.run();
+  // It wakes to a backlog: the peer's chunks of round 0 and the LineMaster's next round. Its peers dropped its
+  // connections long ago: it answers none of it, and drops round 0 without an update.
+  f.peer_contributes(0, 11);
+  caf::anon_send(f.worker, actors::StartRound{f.key(1)});
+  f.sim.run();
+  CHECK_MESSAGE(messages(f.peer).empty(), describe(f.peer));
+  CHECK_MESSAGE(messages(f.master).empty(), describe(f.master));
+  CHECK(f.stats() == actors::RoundStats{.abandoned = 1, .stale_dropped = 3});
+  CHECK(read(*f.store) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  // Sitting out ends 100 ms after it woke (the ticks, every 25 ms, keep it from counting as another stall);
+  // then the same line runs rounds again.
+  for (int i = 0; i < 4; ++i) {
+    f.sim.advance_time(25ms);
+    f.sim.run();
+  }
+  caf::anon_send(f.worker, actors::StartRound{f.key(2)});
+  f.sim.run();
+  CHECK(take<ScatterChunk>(f.peer).size() == 2);
+  f.peer_contributes(2, 11);
+  f.peer_reduces(2, {50, 60}, {70, 80});
+  f.expect_done(2, {6, 7, 8, 9, 50, 60, 70, 80});
+}
+
+TEST_CASE("a line with no rounds for longer than the connection timeout is no stall: the worker's ticks run") {
+  WorkerFixture f(100ms);
+  f.start(0);
+  f.peer_contributes(0, 11);
+  f.peer_reduces(0, {50, 60}, {70, 80});
+  f.expect_done(0, {6, 7, 8, 9, 50, 60, 70, 80});
+  take<ReducedChunk>(f.peer);
+  // One second without a round, the worker running its ticks on time all along.
+  for (int i = 0; i < 40; ++i) {
+    f.sim.advance_time(25ms);
+    f.sim.run();
+  }
+  caf::anon_send(f.worker, actors::StartRound{f.key(1)});
+  f.sim.run();
+  CHECK(take<ScatterChunk>(f.peer).size() == 2);
+  CHECK(f.stats() == actors::RoundStats{.rounds_done = 1});
 }
 
 }  // namespace gridtrain::testing
