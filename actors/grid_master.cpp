@@ -154,14 +154,18 @@ void remove(Self self, std::uint64_t id, const char* why) {
 
 // A member's connection was lost. It may be dead, or this GridMaster may be the one cut off: it removes the
 // member only if it keeps a strict majority of the confirmed members, and otherwise steps down.
-void lost(Self self, std::uint64_t id) {
+// False if it stepped down.
+bool lost(Self self, std::uint64_t id, const std::string& why) {
   auto& s = self->state;
   const std::size_t left = confirmed_present(s) - (s.quorum_members.count(id) ? 1 : 0);
-  if (2 * left <= s.quorum_members.size())
-    return step_down(self, fmt::format("it lost node {:016x} and would reach {} of the {} confirmed members, not a "
-                                       "majority: it may be the one cut off",
-                                       id, left, s.quorum_members.size()));
-  remove(self, id, "is unreachable: its connection was lost (crashed, stalled or cut off)");
+  if (2 * left <= s.quorum_members.size()) {
+    step_down(self, fmt::format("it lost node {:016x} and would reach {} of the {} confirmed members, not a "
+                                "majority: it may be the one cut off",
+                                id, left, s.quorum_members.size()));
+    return false;
+  }
+  remove(self, id, why.c_str());
+  return true;
 }
 
 // Every member acknowledged the version of the last change: the present members are the confirmed ones.
@@ -212,6 +216,9 @@ void admit_join(Self self, const Join& join) {
   // duplicate.
   if (auto m = s.members.find(join.node_id);
       m != s.members.end() && join.lines_kept && join.epoch == s.epoch && join.node == m->second.node) {
+    // Its Join came through a seed if it lost its direct connection to us (see below).
+    connect_directly(self, s.setup.node_id, join.node_id, join.node, join.address);
+    m->second.heard = self->clock().now();
     self->send(join.node, welcome_for(self, join.node_id, true));
     return;
   }
@@ -222,8 +229,8 @@ void admit_join(Self self, const Join& join) {
     self->send(join.node, Reject{join.node_id, why});
     return;
   }
-  s.members.emplace(join.node_id,
-                    GridMasterState::Member{join.address, join.node, join.dimension_nodes, join.line_masters, {}, 0});
+  s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.node, join.dimension_nodes,
+                                                         join.line_masters, {}, 0, 0, self->clock().now()});
   self->monitor(join.node);
   // Its Join may have come through a seed: CAF would reach it through that node, and a death behind a relay is
   // not reliably reported (a killed member stayed in the grid for 20 s in CI). Of the two, the lower id dials;
@@ -236,6 +243,25 @@ void admit_join(Self self, const Join& join) {
   self->send(join.node, welcome_for(self, join.node_id, false));
   spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id, join.address,
                s.members.size(), s.layout_version);
+}
+
+// Loses the members whose reports stopped for silence_limit; looks again in a quarter of it.
+void watch_silence(Self self) {
+  auto& s = self->state;
+  if (s.setup.silence_limit.count() == 0) return;
+  if (!s.electing) {
+    const auto now = self->clock().now();
+    std::vector<std::uint64_t> silent;
+    for (const auto& [id, m] : s.members)
+      if (now - m.heard > s.setup.silence_limit) silent.push_back(id);
+    for (std::uint64_t id : silent)
+      if (!lost(self, id,
+                fmt::format("is unreachable: no report for over {} ms (reached only through another node, its "
+                            "death goes unreported)",
+                            s.setup.silence_limit.count())))
+        return;
+  }
+  self->delayed_send(self, s.setup.silence_limit / 4, silence_atom::value);
 }
 
 // -- electing ----------------------------------------------------------------------------------------------------
@@ -284,7 +310,7 @@ void take_over(Self self) {
   restore_layout(self);
   for (const auto& [id, vote] : s.votes) {
     s.members.emplace(id, GridMasterState::Member{vote.address, vote.node, vote.dimension_nodes, vote.line_masters,
-                                                  {}, 0});
+                                                  {}, 0, 0, self->clock().now()});
     s.quorum_members.insert(id);  // each voted: it holds this cluster's state from now on
   }
   s.votes.clear();
@@ -347,6 +373,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
     s.epoch = s.setup.takeover->epoch;
   }
   drop_unexpected(self);
+  if (s.setup.silence_limit.count() > 0) self->delayed_send(self, s.setup.silence_limit / 4, silence_atom::value);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     if (s.electing) {  // a voter went away: its vote is no longer good
@@ -358,7 +385,10 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
       return;
     }
     for (const auto& [id, m] : s.members)
-      if (m.node.address() == down.source) return lost(self, id);
+      if (m.node.address() == down.source) {
+        lost(self, id, "is unreachable: its connection was lost (crashed, stalled or cut off)");
+        return;
+      }
   });
   return {
       [self](const Join& join) {
@@ -397,9 +427,14 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           return;
         }
         if (report.epoch == s.epoch) m->second.acked_version = std::max(m->second.acked_version, report.layout_version);
+        // The node checks its half on its reports' timer: see send_reports() in node.cpp.
+        if (++m->second.reports % kRouteCheckEvery == 0)
+          connect_directly(self, s.setup.node_id, report.node_id, m->second.node, m->second.address);
         m->second.report = std::move(report);
+        m->second.heard = self->clock().now();
         confirm_if_acked(self);
       },
+      [self](silence_atom) { watch_silence(self); },
       [self](grid_view_atom) -> caf::result<GridView> {
         if (self->state.electing) return caf::make_error(caf::sec::request_receiver_down, "electing a GridMaster");
         return grid_view(self->state);

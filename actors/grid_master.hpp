@@ -47,6 +47,10 @@ struct GridMasterSetup {
   std::optional<GridState> takeover;
   // Electing with a majority but not every vote: how long to wait for the rest before taking over without them.
   std::chrono::milliseconds takeover_grace{500};
+  // A member that sends no report for this long is lost, as if its connection had closed (zero: never). CAF
+  // reports a death only over a direct connection; behind a relay a killed member stayed in the grid for good.
+  // The nodes report every 250 ms; the node sets this to several connection timeouts (see node.cpp).
+  std::chrono::milliseconds silence_limit{0};
 };
 
 // Joins of new nodes an electing GridMaster holds until it takes over; more are refused (the node retries).
@@ -63,6 +67,8 @@ struct GridMasterState {
     std::vector<caf::actor> line_masters;
     std::optional<NodeReport> report;
     std::uint64_t acked_version = 0;  // the layout version of this epoch its last report acknowledged
+    std::uint64_t reports = 0;  // every kRouteCheckEvery-th report also checks the route to it
+    caf::actor_clock::time_point heard;  // its last report, or its welcome
   };
 
   static inline const char* name = "grid_master";

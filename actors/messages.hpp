@@ -447,6 +447,7 @@ using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: t
 // and its lines of the new one may already have arrived).
 using lost_atom = caf::atom_constant<caf::atom("lost")>;
 using walk_atom = caf::atom_constant<caf::atom("walk")>;          // Node: the next step of its rejoin walk
+using silence_atom = caf::atom_constant<caf::atom("silence")>;  // GridMaster: look for members gone silent
 using takeover_atom = caf::atom_constant<caf::atom("takeover")>;  // GridMaster: the election's grace has passed
 // Node -> the GridMaster it stands as candidate with: abandon the election (a live cluster or a lower member
 // answered).

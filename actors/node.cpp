@@ -145,6 +145,13 @@ void abandon_candidacy(Self self, const std::string& why) {
 // Any member of that state may stand, even one not confirmed yet (a majority of the confirmed ones must vote for
 // it; it does not count itself then): the others see it answer and vote for it, so if it did not stand, nobody
 // would. Only one that lost the GridMaster stands: one the GridMaster took out (Removed) knows it is alive.
+// GridMasterSetup::silence_limit: four connection timeouts, and no less than 2 s, so that it finds only what
+// CAF cannot (nodes report every 250 ms).
+std::chrono::milliseconds silence_limit(const config::Config& config) {
+  return std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
+                  std::chrono::milliseconds(2000));
+}
+
 void stand(Self self) {
   auto& s = self->state;
   if (!s.lines_kept || !s.grid ||
@@ -157,6 +164,7 @@ void stand(Self self) {
                s.setup.node_id, s.grid->epoch, s.grid->quorum_members.size() / 2 + 1, s.grid->quorum_members.size());
   GridMasterSetup setup{s.cluster_config.value_or(s.setup.config), s.setup.token, s.setup.store->signature(),
                         s.setup.store->size(), s.address, s.setup.node_id, *s.grid};
+  setup.silence_limit = silence_limit(setup.config);
   s.candidate = self->spawn<caf::linked>(grid_master, std::move(setup));
   send_join(self, s.candidate, true);
 }
@@ -280,6 +288,11 @@ void send_reports(Self self, std::uint64_t generation) {
   collect_dims(self, [self](std::vector<DimensionStats> dims) {
     if (self->state.grid_master) self->send(self->state.grid_master, make_report(self, dims));
   });
+  // A direct connection can be lost while both nodes live on (CAF closes one of two connections that a pair
+  // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
+  // not report a death. Checked again every few seconds; connect_directly() says which side dials.
+  if (++s.reports_sent % kRouteCheckEvery == 0 && s.grid_master)
+    connect_directly(self, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 
@@ -313,10 +326,10 @@ void begin(Self self, std::string address) {
     ask_next_seed(self, "");
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
-    auto gm = self->spawn<caf::linked>(
-        grid_master,
-        GridMasterSetup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
-                        s.setup.node_id, std::nullopt});
+    GridMasterSetup setup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size(),
+                          s.address, s.setup.node_id, std::nullopt};
+    setup.silence_limit = silence_limit(setup.config);
+    auto gm = self->spawn<caf::linked>(grid_master, std::move(setup));
     send_join(self, gm);
   }
 }
@@ -336,7 +349,11 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address())
-      lose_cluster(self, "lost contact with the GridMaster (" + self->system().render(down.reason) + ")", true);
+      // A GridMaster that steps down ends normally: CAF renders that reason as "none".
+      lose_cluster(self,
+                   "lost contact with the GridMaster (" +
+                       (down.reason ? self->system().render(down.reason) : std::string("it stepped down")) + ")",
+                   true);
   });
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
@@ -355,6 +372,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.phase = NodePhase::member;
         s.grid_master = w.grid_master;
         s.grid_master_address = w.grid_master_address;
+        s.grid_master_node_id = w.grid_master_node_id;
         const std::uint64_t previous_epoch = s.epoch;
         s.epoch = w.epoch;
         if (auto config = config::load_string(w.run_config, "the cluster's config"))

@@ -97,6 +97,8 @@ struct NodeState {
   std::uint64_t failovers = 0;    // of those, times a successor took over with it in its place
   std::uint64_t warm_starts = 0;  // models copied from a line peer on rejoining
   std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
+  std::uint64_t reports_sent = 0;  // every kRouteCheckEvery-th report also checks the route to the GridMaster
+  std::uint64_t grid_master_node_id = 0;  // from the last Welcome
   std::vector<float> parameters;  // fetched for a report; kept to save the allocation
   std::uint64_t bad_messages = 0;
   std::size_t seed_next = 0;     // joining: the seed to ask next

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -43,6 +44,20 @@
 namespace gridtrain::app {
 
 namespace {
+
+// The wall-clock time as the nodes' logs write it (local time, to the millisecond), so that a fault can be found
+// in their logs.
+std::string log_time() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  localtime_r(&t, &local);
+  char text[32];
+  std::snprintf(text, sizeof text, "%02d:%02d:%02d.%03d", local.tm_hour, local.tm_min, local.tm_sec,
+                static_cast<int>(ms));
+  return text;
+}
 
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
@@ -263,8 +278,8 @@ class Chaos {
     // restarted.
     int kind = args_.kills_only ? 0 : victim == 0 ? 1 : std::uniform_int_distribution<int>(0, 2)(random_);
     static const char* const kNames[] = {"kill", "stop", "restart"};
-    std::cout << "chaos: " << kNames[kind] << " node " << victim << (victim == gm ? " (hosts the GridMaster)" : "")
-              << std::endl;
+    std::cout << "chaos: " << log_time() << " " << kNames[kind] << " node " << victim
+              << (victim == gm ? " (hosts the GridMaster)" : "") << std::endl;
     ++figures_.faults;
     std::map<std::string, std::uint64_t> rounds_at;
     for (const auto& n : before->nodes) rounds_at[n.place.address] = n.figures.rounds_done;

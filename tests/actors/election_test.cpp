@@ -20,7 +20,8 @@ constexpr std::uint64_t kCandidate = 2;   // the lowest survivor: it stands
 // Members 1..n of a cluster of epoch 3 whose GridMaster ran on node 1, each a recorder, and the GridMaster node 2
 // spawns to stand as successor with the last GridState it held.
 struct Election {
-  explicit Election(std::uint64_t n) : config(cluster_config(2, 1.0)), store(make_store(64, 1.0f)) {
+  explicit Election(std::uint64_t n, std::chrono::milliseconds silence_limit = std::chrono::milliseconds(0))
+      : config(cluster_config(2, 1.0)), store(make_store(64, 1.0f)) {
     grid::Layout layout = grid::Layout::fixed(2);
     actors::GridState last{3, 10, 0, {}, {}, {}, kLostMaster, {}};
     for (std::uint64_t id = 1; id <= n; ++id) {
@@ -32,8 +33,9 @@ struct Election {
     last.dims = static_cast<std::uint32_t>(layout.dims());
     for (std::uint64_t id = 1; id <= n; ++id)
       last.members.push_back({{id, address(id), {}, {}}, members[id], handles(id), handles(id)});
-    gm = sim.spawn(actors::grid_master, actors::GridMasterSetup{config, "", store->signature(), store->size(),
-                                                                 address(kCandidate), kCandidate, last});
+    actors::GridMasterSetup setup{config, "", store->signature(), store->size(), address(kCandidate), kCandidate, last};
+    setup.silence_limit = silence_limit;
+    gm = sim.spawn(actors::grid_master, std::move(setup));
     sim.run();
   }
 
@@ -207,6 +209,36 @@ TEST_CASE("a member that lost contact with a GridMaster that still has it is tol
   caf::anon_send(e.gm, again);
   e.sim.run();
   CHECK(take<actors::Reject>(e.members.at(3)).size() == 1);
+}
+
+TEST_CASE("a member whose reports stop is lost even when no connection closes: a death behind a relay") {
+  using namespace std::chrono_literals;
+  Election e(4, 2000ms);
+  for (std::uint64_t id : {2, 3, 4}) e.vote(id);
+  REQUIRE_FALSE(e.state().electing);
+  auto report = [&](std::uint64_t id) {
+    actors::NodeReport r;
+    r.node_id = id;
+    r.epoch = e.state().epoch;
+    r.layout_version = e.state().layout_version;
+    caf::anon_send(e.gm, r);
+  };
+  // Nodes 2 and 3 report every 250 ms; node 4 says nothing, and no down_msg comes for it.
+  for (int tick = 1; tick <= 7; ++tick) {
+    report(2);
+    report(3);
+    e.wait(250ms);
+  }
+  CHECK(e.state().members.size() == 3);  // 1.75 s of silence: not yet
+  for (int tick = 1; tick <= 4; ++tick) {
+    report(2);
+    report(3);
+    e.wait(250ms);
+  }
+  CHECK(e.state().members.size() == 2);
+  CHECK_FALSE(e.state().members.count(4));
+  CHECK(received<actors::Removed>(e.members.at(4)).size() == 1);
+  CHECK_FALSE(ended(e.gm));
 }
 
 }  // namespace gridtrain::testing
