@@ -141,10 +141,6 @@ void abandon_candidacy(Self self, const std::string& why) {
   s.candidate = nullptr;
 }
 
-// No member below it answered: it stands as the successor, with a GridMaster that elects from its last state.
-// Any member of that state may stand, even one not confirmed yet (a majority of the confirmed ones must vote for
-// it; it does not count itself then): the others see it answer and vote for it, so if it did not stand, nobody
-// would. Only one that lost the GridMaster stands: one the GridMaster took out (Removed) knows it is alive.
 // GridMasterSetup::silence_limit: four connection timeouts, and no less than 2 s, so that it finds only what
 // CAF cannot (nodes report every 250 ms).
 std::chrono::milliseconds silence_limit(const config::Config& config) {
@@ -152,6 +148,23 @@ std::chrono::milliseconds silence_limit(const config::Config& config) {
                   std::chrono::milliseconds(2000));
 }
 
+// Passes the early votes to `to` (a GridMaster, which decides), or with a null `to` answers them that this node
+// is no member: their walks go on.
+void release_early_votes(Self self, const caf::actor& to) {
+  auto& s = self->state;
+  for (const Join& join : s.early_votes) {
+    if (to)
+      self->send(to, join);
+    else if (join.node)
+      self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
+  }
+  s.early_votes.clear();
+}
+
+// No member below it answered: it stands as the successor, with a GridMaster that elects from its last state.
+// Any member of that state may stand, even one not confirmed yet (a majority of the confirmed ones must vote for
+// it; it does not count itself then): the others see it answer and vote for it, so if it did not stand, nobody
+// would. Only one that lost the GridMaster stands: one the GridMaster took out (Removed) knows it is alive.
 void stand(Self self) {
   auto& s = self->state;
   if (!s.lines_kept || !s.grid ||
@@ -167,6 +180,7 @@ void stand(Self self) {
   setup.silence_limit = silence_limit(setup.config);
   s.candidate = self->spawn<caf::linked>(grid_master, std::move(setup));
   send_join(self, s.candidate, true);
+  release_early_votes(self, s.candidate);
 }
 
 void walk_step(Self self, std::uint64_t token);
@@ -207,6 +221,7 @@ void walk_step(Self self, std::uint64_t token) {
     if (lower) {
       s.walk_found_lower = true;
       abandon_candidacy(self, "member " + entry.address + ", below it, answers");
+      release_early_votes(self, nullptr);
     }
     // A vote goes to the first (lowest) member that answers in this walk; the others only hear a Join, which a
     // live cluster's member passes on to its GridMaster.
@@ -373,6 +388,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.grid_master = w.grid_master;
         s.grid_master_address = w.grid_master_address;
         s.grid_master_node_id = w.grid_master_node_id;
+        release_early_votes(self, s.grid_master);  // members asking back in: the GridMaster decides
         const std::uint64_t previous_epoch = s.epoch;
         s.epoch = w.epoch;
         if (auto config = config::load_string(w.run_config, "the cluster's config"))
@@ -431,6 +447,9 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           self->send(s.grid_master, join);
         else if (s.candidate)
           self->send(s.candidate, join);
+        else if (s.phase == NodePhase::rejoining && s.lines_kept && join.vote && join.node &&
+                 s.early_votes.size() < kMaxWaitingJoins)
+          s.early_votes.push_back(join);
         else if (join.node)
           self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
       },

@@ -92,6 +92,9 @@ struct NodeState {
   std::uint64_t walk_token = 0;
   bool lines_kept = false;  // it lost the GridMaster and kept its lines
   caf::actor voted_for;     // the node its last vote went to
+  // Votes that came before this node knew whether it stands: a member that lost the GridMaster a moment before
+  // us asks us first. Held (at most kMaxWaitingJoins) until we stand, follow another, or a lower member answers.
+  std::vector<Join> early_votes;
   caf::actor candidate;     // the GridMaster it stands as successor with, while electing
   std::uint64_t rejoins = 0;      // times it lost the cluster and was welcomed back
   std::uint64_t failovers = 0;    // of those, times a successor took over with it in its place
