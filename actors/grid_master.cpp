@@ -249,8 +249,14 @@ void admit_join(Self self, const Join& join) {
 void watch_silence(Self self) {
   auto& s = self->state;
   if (s.setup.silence_limit.count() == 0) return;
-  if (!s.electing) {
-    const auto now = self->clock().now();
+  const auto now = self->clock().now();
+  // This look came late: the GridMaster itself did not run (its process was stopped, say). Its members'
+  // silence is then its own; CAF's connection timeout judges that stall, and the watch starts afresh.
+  const bool stalled = s.watched != caf::actor_clock::time_point{} && now - s.watched > s.setup.silence_limit / 2;
+  s.watched = now;
+  if (stalled) {
+    for (auto& [id, m] : s.members) m.heard = now;
+  } else if (!s.electing) {
     std::vector<std::uint64_t> silent;
     for (const auto& [id, m] : s.members)
       if (now - m.heard > s.setup.silence_limit) silent.push_back(id);

@@ -74,6 +74,7 @@ struct GridMasterState {
   static inline const char* name = "grid_master";
   GridMasterSetup setup;
   LineSettings settings;
+  caf::actor_clock::time_point watched;  // the last look for silent members (GridMasterSetup::silence_limit)
   bool electing = false;
   std::uint64_t epoch = 1;  // raised by a successor on failover
   std::uint64_t layout_version = 0;

@@ -241,4 +241,28 @@ TEST_CASE("a member whose reports stop is lost even when no connection closes: a
   CHECK_FALSE(ended(e.gm));
 }
 
+TEST_CASE("a GridMaster that was stalled itself does not count its members' silence against them") {
+  using namespace std::chrono_literals;
+  Election e(4, 2000ms);
+  for (std::uint64_t id : {2, 3, 4}) e.vote(id);
+  REQUIRE_FALSE(e.state().electing);
+  e.wait(500ms);
+  // The GridMaster's process is stopped for 8 s: when it runs again, no member has reported for 8 s, yet every
+  // one may be fine. (Had they been lost, their connections would say so: CAF's timeout judges that stall.)
+  e.wait(8000ms);
+  CHECK(e.state().members.size() == 3);
+  for (int tick = 1; tick <= 12; ++tick) {
+    for (std::uint64_t id : {2, 3, 4}) {
+      actors::NodeReport r;
+      r.node_id = id;
+      r.epoch = e.state().epoch;
+      r.layout_version = e.state().layout_version;
+      caf::anon_send(e.gm, r);
+    }
+    e.wait(250ms);
+  }
+  CHECK(e.state().members.size() == 3);
+  CHECK(received<actors::Removed>(e.members.at(4)).empty());
+}
+
 }  // namespace gridtrain::testing
