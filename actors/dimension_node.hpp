@@ -9,10 +9,10 @@
 
 #include <caf/all.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <chrono>
 #include <vector>
 
 #include "actors/messages.hpp"

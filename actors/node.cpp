@@ -141,11 +141,18 @@ void abandon_candidacy(Self self, const std::string& why) {
   s.candidate = nullptr;
 }
 
-// GridMasterSetup::silence_limit: four connection timeouts, and no less than 2 s, so that it finds only what
-// CAF cannot (nodes report every 250 ms).
-std::chrono::milliseconds silence_limit(const config::Config& config) {
-  return std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
-                  std::chrono::milliseconds(2000));
+// What a node that is no member answers a Join it cannot pass on.
+constexpr const char* kNotAMember = "the seed is not a member of a cluster";
+
+// The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's. Its silence_limit is four
+// connection timeouts, and no less than 2 s, so that it finds only what CAF cannot (nodes report every 250 ms).
+GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::optional<GridState> takeover) {
+  auto& s = self->state;
+  GridMasterSetup setup{config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
+                        s.setup.node_id, std::move(takeover)};
+  setup.silence_limit = std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
+                                 std::chrono::milliseconds(2000));
+  return setup;
 }
 
 // Passes the early votes to `to` (a GridMaster, which decides), or with a null `to` answers them that this node
@@ -156,7 +163,7 @@ void release_early_votes(Self self, const caf::actor& to) {
     if (to)
       self->send(to, join);
     else if (join.node)
-      self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
+      self->send(join.node, Reject{join.node_id, kNotAMember, true});
   }
   s.early_votes.clear();
 }
@@ -175,9 +182,7 @@ void stand(Self self) {
   spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
                "needs the votes of {} of the {} confirmed members",
                s.setup.node_id, s.grid->epoch, s.grid->quorum_members.size() / 2 + 1, s.grid->quorum_members.size());
-  GridMasterSetup setup{s.cluster_config.value_or(s.setup.config), s.setup.token, s.setup.store->signature(),
-                        s.setup.store->size(), s.address, s.setup.node_id, *s.grid};
-  setup.silence_limit = silence_limit(setup.config);
+  GridMasterSetup setup = grid_master_setup(self, s.cluster_config.value_or(s.setup.config), *s.grid);
   s.candidate = self->spawn<caf::linked>(grid_master, std::move(setup));
   send_join(self, s.candidate, true);
   release_early_votes(self, s.candidate);
@@ -341,10 +346,7 @@ void begin(Self self, std::string address) {
     ask_next_seed(self, "");
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
-    GridMasterSetup setup{s.setup.config, s.setup.token, s.setup.store->signature(), s.setup.store->size(),
-                          s.address, s.setup.node_id, std::nullopt};
-    setup.silence_limit = silence_limit(setup.config);
-    auto gm = self->spawn<caf::linked>(grid_master, std::move(setup));
+    auto gm = self->spawn<caf::linked>(grid_master, grid_master_setup(self, s.setup.config, std::nullopt));
     send_join(self, gm);
   }
 }
@@ -451,7 +453,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                  s.early_votes.size() < kMaxWaitingJoins)
           s.early_votes.push_back(join);
         else if (join.node)
-          self->send(join.node, Reject{join.node_id, "the seed is not a member of a cluster", true});
+          self->send(join.node, Reject{join.node_id, kNotAMember, true});
       },
       [self](GridState& grid) {
         auto& s = self->state;

@@ -58,12 +58,20 @@ bool sitting_out(Self self) {
     s.done = false;
     s.sit_out_until = now + s.setup.stall_limit;
     // One line per dimension: the other slots stalled alike.
-    spdlog::log(s.setup.slot == 0 ? spdlog::level::info : spdlog::level::debug, "worker dim {} slot {}: did not run for {} ms, longer than the connection timeout; it sits out "
-                 "{} ms while its node finds out what is left of its line",
-                 s.setup.dim, s.setup.slot, std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(),
-                 s.setup.stall_limit.count());
+    spdlog::log(s.setup.slot == 0 ? spdlog::level::info : spdlog::level::debug,
+                "worker dim {} slot {}: did not run for {} ms, longer than the connection timeout; it sits out {} ms "
+                "while its node finds out what is left of its line",
+                s.setup.dim, s.setup.slot, std::chrono::duration_cast<std::chrono::milliseconds>(gap).count(),
+                s.setup.stall_limit.count());
   }
   return now < s.sit_out_until;
+}
+
+// For a round message: true, and the message dropped and counted, while the worker sits out a stall.
+bool dropped_sitting_out(Self self) {
+  if (!sitting_out(self)) return false;
+  drop(self, true, "a round message while sitting out a stall");
+  return true;
 }
 
 void tick_while_in_line(Self self) {
@@ -198,26 +206,18 @@ caf::behavior worker(caf::stateful_actor<WorkerState>* self, WorkerSetup setup) 
         publish_stats(self);
       },
       [self](const StartRound& m) {
-        if (sitting_out(self)) {
-          drop(self, true, "a round message while sitting out a stall");
-          return;
-        }
-        enter_round(self, m.key);
+        if (!dropped_sitting_out(self)) enter_round(self, m.key);
         publish_stats(self);
       },
       [self](const ScatterChunk& m) {
-        if (sitting_out(self)) {
-          drop(self, true, "a round message while sitting out a stall");
-        } else if (enter_round(self, m.key)) {
+        if (!dropped_sitting_out(self) && enter_round(self, m.key)) {
           const auto outcome = self->state.round->on_scatter({m.key, m.from, m.offset, m.data.values});
           handle_verdict(self, outcome.verdict, outcome.sends);
         }
         publish_stats(self);
       },
       [self](const ReducedChunk& m) {
-        if (sitting_out(self)) {
-          drop(self, true, "a round message while sitting out a stall");
-        } else if (enter_round(self, m.key)) {
+        if (!dropped_sitting_out(self) && enter_round(self, m.key)) {
           const auto outcome = self->state.round->on_reduced({m.key, m.from, m.offset, m.count, m.data.values});
           handle_verdict(self, outcome.verdict, outcome.sends);
         }

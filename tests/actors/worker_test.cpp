@@ -80,6 +80,14 @@ struct WorkerFixture {
     CHECK(read(*store) == expected);
   }
 
+  // Lets `ticks` times 25 ms pass, the worker handling what falls due after each.
+  void let_time_pass(int ticks) {
+    for (int i = 0; i < ticks; ++i) {
+      sim.advance_time(25ms);
+      sim.run();
+    }
+  }
+
   // The worker's counters, as it answers stats_atom.
   actors::RoundStats stats() { return sim.ask<actors::RoundStats>(worker, actors::stats_atom::value); }
 
@@ -265,10 +273,7 @@ TEST_CASE("a worker that did not run for longer than the connection timeout sits
   CHECK(read(*f.store) == std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
   // Sitting out ends 100 ms after it woke (the ticks, every 25 ms, keep it from counting as another stall);
   // then the same line runs rounds again.
-  for (int i = 0; i < 4; ++i) {
-    f.sim.advance_time(25ms);
-    f.sim.run();
-  }
+  f.let_time_pass(4);
   caf::anon_send(f.worker, actors::StartRound{f.key(2)});
   f.sim.run();
   CHECK(take<ScatterChunk>(f.peer).size() == 2);
@@ -285,10 +290,7 @@ TEST_CASE("a line with no rounds for longer than the connection timeout is no st
   f.expect_done(0, {6, 7, 8, 9, 50, 60, 70, 80});
   take<ReducedChunk>(f.peer);
   // One second without a round, the worker running its ticks on time all along.
-  for (int i = 0; i < 40; ++i) {
-    f.sim.advance_time(25ms);
-    f.sim.run();
-  }
+  f.let_time_pass(40);
   caf::anon_send(f.worker, actors::StartRound{f.key(1)});
   f.sim.run();
   CHECK(take<ScatterChunk>(f.peer).size() == 2);
