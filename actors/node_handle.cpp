@@ -18,7 +18,15 @@ NodeHandle::NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t
                        std::string address, std::shared_ptr<learner::ParameterStore> store,
                        std::shared_future<JoinOutcome> outcome)
     : system_(&system), node_(std::move(node)), id_(id), port_(port), address_(std::move(address)),
-      store_(std::move(store)), outcome_(std::move(outcome)) {}
+      store_(std::move(store)), outcome_(std::move(outcome)) {
+  // One attachable for the node's whole life, set when it ends (at once if it has ended already). wait_for() is
+  // called ten times a second for as long as a node runs; a monitor per call would leave one attachable (and the
+  // scoped actor it names) on the node actor each time, which CAF frees only when the node ends: about 590 bytes
+  // a call, 21 MB an hour, seen as a node's resident memory growing for hours.
+  auto ended = std::make_shared<std::promise<void>>();
+  ended_ = ended->get_future().share();
+  node_->attach_functor([ended](const caf::error&) { ended->set_value(); });
+}
 
 JoinOutcome NodeHandle::wait_joined() const {
   try {
@@ -32,17 +40,10 @@ void NodeHandle::stop() const { caf::anon_send(node_, stop_atom::value); }
 
 void NodeHandle::kill() const { caf::anon_send_exit(node_, caf::exit_reason::kill); }
 
-void NodeHandle::wait() const {
-  caf::scoped_actor self{*system_};
-  self->wait_for(node_);
-}
+void NodeHandle::wait() const { ended_.wait(); }
 
 bool NodeHandle::wait_for(std::chrono::milliseconds timeout) const {
-  caf::scoped_actor self{*system_};
-  self->monitor(node_);
-  bool ended = false;
-  self->receive([&](caf::down_msg&) { ended = true; }, caf::after(timeout) >> [] {});
-  return ended;
+  return ended_.wait_for(timeout) == std::future_status::ready;
 }
 
 NodeStats NodeHandle::stats() const {

@@ -101,6 +101,7 @@ class NodeHandle {
   std::string address_;
   std::shared_ptr<learner::ParameterStore> store_;
   std::shared_future<JoinOutcome> outcome_;
+  std::shared_future<void> ended_;  // ready once the node actor has ended
 };
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be

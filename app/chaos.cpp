@@ -138,11 +138,11 @@ class Chaos {
                                         std::chrono::duration<double>(args_.minutes * 60.0));
     auto next = Clock::now() + std::chrono::seconds(args_.every);
     while (Clock::now() < end && (args_.faults == 0 || figures_.faults < args_.faults) && !stop_requested()) {
-      while (Clock::now() < next && !stop_requested()) {
+      while (Clock::now() < std::min(next, end) && !stop_requested()) {
         observe();
         std::this_thread::sleep_for(200ms);
       }
-      if (stop_requested()) break;
+      if (stop_requested() || Clock::now() >= end) break;
       next = Clock::now() + std::chrono::seconds(args_.every);
       fault();
     }
