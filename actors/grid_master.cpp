@@ -424,13 +424,15 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         }
         return left_atom::value;
       },
-      [self](NodeReport& report) {
+      // The answer says whether the reporter is a member: a member that gets none for the silence limit counts this
+      // GridMaster lost (see node.cpp), one told it is none lost its Removed.
+      [self](NodeReport& report) -> bool {
         auto& s = self->state;
         auto m = s.members.find(report.node_id);
-        if (m == s.members.end()) return;  // it left; the report was on its way
+        if (m == s.members.end()) return false;  // it left or was removed; the report was on its way
         if (report.sample.values.size() > allreduce::kMaxReplicaSample) {
           log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
-          return;
+          return true;
         }
         if (report.epoch == s.epoch) m->second.acked_version = std::max(m->second.acked_version, report.layout_version);
         // The node checks its half on its reports' timer: see send_reports() in node.cpp.
@@ -439,6 +441,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         m->second.report = std::move(report);
         m->second.heard = self->clock().now();
         confirm_if_acked(self);
+        return true;
       },
       [self](silence_atom) { watch_silence(self); },
       [self](grid_view_atom) -> caf::result<GridView> {

@@ -1,6 +1,7 @@
 #include "actors/node.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -144,14 +145,19 @@ void abandon_candidacy(Self self, const std::string& why) {
 // What a node that is no member answers a Join it cannot pass on.
 constexpr const char* kNotAMember = "the seed is not a member of a cluster";
 
-// The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's. Its silence_limit is four
+// How long a GridMaster and a member go without hearing from each other before each counts the other lost: four
 // connection timeouts, and no less than 2 s, so that it finds only what CAF cannot (nodes report every 250 ms).
+std::chrono::milliseconds silence_limit(const config::Config& config) {
+  return std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
+                  std::chrono::milliseconds(2000));
+}
+
+// The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's.
 GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::optional<GridState> takeover) {
   auto& s = self->state;
   GridMasterSetup setup{config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
                         s.setup.node_id, std::move(takeover)};
-  setup.silence_limit = std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
-                                 std::chrono::milliseconds(2000));
+  setup.silence_limit = silence_limit(config);
   return setup;
 }
 
@@ -302,11 +308,57 @@ void warm_start(Self self) {
           });
 }
 
+// Says how this node reaches `node` now: over its own connection, or through another node (which does not report
+// that node's death). Asynchronous: one log line.
+void log_route(Self self, const caf::node_id& node, std::string what) {
+  self->request(self->system().middleman().actor_handle(), std::chrono::seconds(2), caf::get_atom::value, node)
+      .then(
+          [self, what](caf::node_id&, std::string& host, std::uint16_t port) {
+            spdlog::info("node {:016x}: its route to {}: {}", self->state.setup.node_id, what,
+                         host.empty() ? std::string("through another node") : fmt::format("direct, {}:{}", host, port));
+          },
+          [](caf::error&) {});
+}
+
+// True, and the cluster lost, when the GridMaster has answered none of this node's reports for the silence limit.
+// CAF tells a node of its GridMaster's death only over a direct connection: behind a relay, or over a connection
+// that CAF 0.17 confused (two per pair of nodes), a member once followed a GridMaster dead for minutes while the
+// others waited for its vote (seen in a 30-minute chaos run). A late tick means this node itself did not run (its
+// process was stopped): that silence is its own, CAF's connection timeout judges it, and the watch starts afresh.
+bool lost_silent_grid_master(Self self) {
+  auto& s = self->state;
+  const auto now = self->clock().now();
+  const auto limit = silence_limit(s.cluster_config.value_or(s.setup.config));
+  if (now - s.last_report_tick > limit / 2) s.grid_master_heard = now;
+  s.last_report_tick = now;
+  if (now - s.grid_master_heard <= limit) return false;
+  if (s.grid_master && s.grid_master.node() != self->node())
+    log_route(self, s.grid_master.node(), "the GridMaster's node");
+  lose_cluster(self, fmt::format("no answer from the GridMaster for over {} ms", limit.count()), true);
+  return true;
+}
+
+// The GridMaster's answer to a report of `generation`: it counts this node (alive, and the route works both
+// ways), or it does not (it took the node out, and its Removed was lost).
+void on_report_answer(Self self, std::uint64_t generation, bool counted) {
+  auto& s = self->state;
+  if (generation != s.report_generation || s.phase != NodePhase::member) return;
+  if (counted)
+    s.grid_master_heard = self->clock().now();
+  else
+    lose_cluster(self, "the GridMaster no longer counts it as a member", false);
+}
+
 void send_reports(Self self, std::uint64_t generation) {
   auto& s = self->state;
   if (generation != s.report_generation || s.phase != NodePhase::member) return;
-  collect_dims(self, [self](std::vector<DimensionStats> dims) {
-    if (self->state.grid_master) self->send(self->state.grid_master, make_report(self, dims));
+  if (lost_silent_grid_master(self)) return;
+  collect_dims(self, [self, generation](std::vector<DimensionStats> dims) {
+    auto& s = self->state;
+    if (!s.grid_master || generation != s.report_generation) return;
+    self->request(s.grid_master, silence_limit(s.cluster_config.value_or(s.setup.config)), make_report(self, dims))
+        .then([self, generation](bool counted) { on_report_answer(self, generation, counted); },
+              [](caf::error&) {});  // no answer: lost_silent_grid_master() judges the silence
   });
   // A direct connection can be lost while both nodes live on (CAF closes one of two connections that a pair
   // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
@@ -396,6 +448,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (auto config = config::load_string(w.run_config, "the cluster's config"))
           s.cluster_config = std::move(config).value();
         self->monitor(s.grid_master);
+        s.grid_master_heard = s.last_report_tick = self->clock().now();
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
         connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);

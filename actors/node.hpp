@@ -22,7 +22,9 @@
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
 // model, for a joining node's warm start), allow_rounds_atom (allreduce.every_steps: passed on to the LineMaster
 // of that dimension), stop_atom (Leave, then end).
-// It tells: the GridMaster a NodeReport every report interval.
+// It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
+// GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
+// closed.
 // Its children are linked to it: when it ends, they end.
 
 #include <caf/all.hpp>
@@ -102,6 +104,10 @@ struct NodeState {
   std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
   std::uint64_t reports_sent = 0;  // every kRouteCheckEvery-th report also checks the route to the GridMaster
   std::uint64_t grid_master_node_id = 0;  // from the last Welcome
+  // The GridMaster's last answer to a report (or the Welcome), and this node's last report tick: see
+  // lost_silent_grid_master() in node.cpp.
+  caf::actor_clock::time_point grid_master_heard;
+  caf::actor_clock::time_point last_report_tick;
   std::vector<float> parameters;  // fetched for a report; kept to save the allocation
   std::uint64_t bad_messages = 0;
   std::size_t seed_next = 0;     // joining: the seed to ask next

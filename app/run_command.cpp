@@ -8,6 +8,7 @@
 //   7. start_metrics     metrics.listen: the Prometheus endpoint
 //   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -239,15 +240,45 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   return trainer;
 }
 
+// After a stall, gives back to the system the memory that the stall's backlog took. A process that was stopped
+// (SIGSTOP, a frozen VM) wakes to what its peers sent meanwhile: megabytes of round messages, read and dropped in
+// a burst. glibc keeps what the burst freed in its per-thread arenas, so each stall raised a long-lived node's
+// resident memory by up to 2.4 MB for good (a 30-minute chaos run: +5.9%, 45 MB free in the arenas against 73 MB
+// in use; malloc_trim gave 20 MB back). The serve loop below runs every 100 ms, so a longer gap is a stall; the
+// trim waits until the backlog is through (the Workers sit out one connection timeout after a stall).
+class StallTrim {
+ public:
+  explicit StallTrim(std::chrono::milliseconds connection_timeout) : timeout_(connection_timeout) {}
+
+  void tick() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ > timeout_) trim_at_ = now + 3 * timeout_;
+    last_ = now;
+    if (now >= trim_at_) {
+      trim_at_ = kNever;
+      malloc_trim(0);
+    }
+  }
+
+ private:
+  static constexpr auto kNever = std::chrono::steady_clock::time_point::max();
+  std::chrono::milliseconds timeout_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point trim_at_ = kNever;
+};
+
 void leave(const actors::NodeHandle& node) {
   node.stop();
   node.wait();
 }
 
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
-int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus) {
+int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus,
+          std::chrono::milliseconds connection_timeout) {
   auto scraped = std::chrono::steady_clock::now();
+  StallTrim trim(connection_timeout);
   while (!node.wait_for(std::chrono::milliseconds(100))) {
+    trim.tick();
     if (prometheus && std::chrono::steady_clock::now() - scraped > std::chrono::seconds(1)) {
       prometheus->update(node.stats());
       scraped = std::chrono::steady_clock::now();
@@ -305,7 +336,8 @@ int run(const RunArgs& args) {
   }
   std::unique_ptr<learner::Trainer> trainer;
   if (training) trainer = start_trainer(plan.value(), *training, node, prometheus.value().get());
-  return serve(node, trainer.get(), prometheus.value().get());
+  return serve(node, trainer.get(), prometheus.value().get(),
+               std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
 }
 
 }  // namespace gridtrain::app

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
@@ -28,7 +30,93 @@ struct RejoinFixture {
   DeterministicCluster cluster;
 };
 
+// A GridMaster as a member sees it, played by the test: it welcomes the node that joins through it, then answers its
+// reports with `answer` (or, unset, not at all: a GridMaster dead behind a relay, whose death CAF never reports).
+struct GridMasterStandIn {
+  std::optional<bool> answer;
+  std::uint64_t reports = 0;
+};
+
+caf::behavior grid_master_stand_in(caf::stateful_actor<GridMasterStandIn>* self, std::optional<bool> answer) {
+  self->state.answer = answer;
+  return {
+      [self](const actors::Join& join) {
+        self->send(join.node, actors::Welcome{join.node_id, 1, "", caf::actor_cast<caf::actor>(self),
+                                              "local:gm", 99, 1, false});
+      },
+      [self](const actors::NodeReport&) -> caf::result<bool> {
+        ++self->state.reports;
+        if (self->state.answer) return *self->state.answer;
+        return self->make_response_promise<bool>();  // never delivered
+      },
+  };
+}
+
+// Node 1 joins through the stand-in, then 250 ms report ticks pass until `until` holds or `limit` has passed.
+struct StandInFixture {
+  explicit StandInFixture(std::optional<bool> answer) : cluster(cluster_config(1, 1.0)) {
+    gm = cluster.sim().spawn(grid_master_stand_in, answer);
+    auto setup = cluster.setup(1, make_store(20, 1.0f));
+    setup.seed_node = gm;
+    cluster.start(std::move(setup));
+    cluster.sim().run();
+  }
+  // Returns the time that passed.
+  std::chrono::milliseconds tick_until(const std::function<bool()>& until, std::chrono::milliseconds limit) {
+    std::chrono::milliseconds passed{0};
+    while (!until() && passed < limit) {
+      cluster.sim().advance_time(std::chrono::milliseconds(250));
+      cluster.sim().run();
+      passed += std::chrono::milliseconds(250);
+    }
+    return passed;
+  }
+  DeterministicCluster cluster;
+  caf::actor gm;
+};
+
 }  // namespace
+
+TEST_CASE("a member whose GridMaster answers no report for the silence limit counts it lost, though no down_msg came") {
+  // In a 30-minute chaos run a member followed a GridMaster that had died behind a relay for minutes, while the
+  // others waited for its vote. The limit is four connection timeouts: 4 s at the default 1000 ms.
+  StandInFixture f(std::nullopt);
+  auto& node = f.cluster.state(1);
+  REQUIRE(node.phase == actors::NodePhase::member);
+  const auto passed = f.tick_until([&] { return node.phase != actors::NodePhase::member; }, std::chrono::seconds(10));
+  CHECK(node.phase == actors::NodePhase::rejoining);
+  CHECK(node.lines_kept);  // as after a down_msg: its lines go on while it looks for the cluster
+  CHECK(passed > std::chrono::milliseconds(4000));
+  CHECK(passed <= std::chrono::milliseconds(4500));
+  CHECK(state_of<GridMasterStandIn>(f.gm).reports >= 15);
+}
+
+TEST_CASE("a member whose GridMaster answers its reports stays, however long it runs") {
+  StandInFixture f(true);
+  auto& node = f.cluster.state(1);
+  f.tick_until([] { return false; }, std::chrono::seconds(10));
+  CHECK(node.phase == actors::NodePhase::member);
+  CHECK(state_of<GridMasterStandIn>(f.gm).reports >= 35);
+}
+
+TEST_CASE("a member stopped longer than the silence limit does not count its own silence against its GridMaster") {
+  StandInFixture f(true);
+  auto& node = f.cluster.state(1);
+  f.tick_until([] { return false; }, std::chrono::seconds(1));
+  // Its process is stopped for 8 s: when it runs again, its last answer is 8 s old, but the gap was its own.
+  f.cluster.sim().advance_time(std::chrono::seconds(8));
+  f.cluster.sim().run();
+  f.tick_until([] { return false; }, std::chrono::seconds(1));
+  CHECK(node.phase == actors::NodePhase::member);
+}
+
+TEST_CASE("a member told by its GridMaster that it is no member (its Removed was lost) drops its lines and rejoins") {
+  StandInFixture f(false);
+  auto& node = f.cluster.state(1);
+  f.tick_until([&] { return node.phase != actors::NodePhase::member; }, std::chrono::seconds(1));
+  CHECK(node.phase != actors::NodePhase::member);
+  CHECK_FALSE(node.lines_kept);
+}
 
 TEST_CASE("a node taken out of the grid while alive drops its lines, rejoins and copies a line peer's model") {
   RejoinFixture f;
