@@ -454,6 +454,9 @@ using takeover_atom = caf::atom_constant<caf::atom("takeover")>;  // GridMaster:
 using step_down_atom = caf::atom_constant<caf::atom("stepdown")>;
 // Node: -> (signature, FloatPayload), its model now, for a joining node's warm start.
 using warm_params_atom = caf::atom_constant<caf::atom("wparams")>;
+// Node, asked by its own process once welcomed: copy a member's model (see NodeHandle::warm_start) -> the id of the
+// member copied, 0 when alone.
+using warm_start_atom = caf::atom_constant<caf::atom("wstart")>;
 
 // Registers every type above with the actor system. Call it before the actor system is created.
 void register_message_types(caf::actor_system_config& cfg);

@@ -111,8 +111,12 @@ void drop_lines(Self self, Version... version) {
 }
 
 // Calls `then` with the node actor at `address` (host:port, or "local:<id>" for a member of this process), or
-// with null when it cannot be reached within rejoin_interval.
-void reach(Self self, const std::string& address, std::function<void(caf::actor)> then) {
+// with null when it cannot be reached within rejoin_interval. `known` is its handle from the last GridState, if
+// any: over a direct connection that already exists it is used as it is, since dialing a second one would give
+// the pair two connections, which CAF 0.17's BASP confuses (messages one way were lost: a vote never reached the
+// candidate, seen in the training failover test). A member that dialed us has its connection in the routing
+// table, but not in the middleman's cache of connections we dialed, so a connect would dial again.
+void reach(Self self, const std::string& address, const caf::actor& known, std::function<void(caf::actor)> then) {
   auto& s = self->state;
   if (s.grid) {
     for (const MemberState& m : s.grid->members)
@@ -120,11 +124,22 @@ void reach(Self self, const std::string& address, std::function<void(caf::actor)
   }
   auto endpoint = config::parse_endpoint(address);
   if (!endpoint) return then(nullptr);  // a node of this process that has gone
-  self->request(self->system().middleman().actor_handle(), s.setup.rejoin_interval, caf::connect_atom::value,
-                endpoint.value().host, endpoint.value().port)
-      .then([then](caf::node_id&, caf::strong_actor_ptr& ptr,
-                   std::set<std::string>&) { then(caf::actor_cast<caf::actor>(ptr)); },
-            [then](caf::error&) { then(nullptr); });
+  auto middleman = self->system().middleman().actor_handle();
+  auto dial = [self, middleman, to = endpoint.value(), then] {
+    self->request(middleman, self->state.setup.rejoin_interval, caf::connect_atom::value, to.host, to.port)
+        .then([then](caf::node_id&, caf::strong_actor_ptr& ptr,
+                     std::set<std::string>&) { then(caf::actor_cast<caf::actor>(ptr)); },
+              [then](caf::error&) { then(nullptr); });
+  };
+  if (!known || known.node() == self->node()) return dial();
+  // The middleman answers an empty host for a node it reaches only through another, or not at all.
+  self->request(middleman, s.setup.rejoin_interval, caf::get_atom::value, known.node())
+      .then(
+          [known, then, dial](caf::node_id&, std::string& host, std::uint16_t port) {
+            if (!host.empty() && port != 0) return then(known);
+            dial();
+          },
+          [dial](caf::error&) { dial(); });
 }
 
 // Withdraws the vote it gave `voted_for`, if any (a Join that is no vote takes it back).
@@ -224,7 +239,7 @@ void walk_step(Self self, std::uint64_t token) {
     if (!s.walk_found_lower && !s.candidate) stand(self);
     return walk_step(self, next);
   }
-  reach(self, entry.address, [self, entry, next](caf::actor node) {
+  reach(self, entry.address, entry.node, [self, entry, next](caf::actor node) {
     auto& s = self->state;
     if (s.phase != NodePhase::rejoining || next != s.walk_token) return;
     if (!node) return walk_step(self, next);
@@ -272,40 +287,54 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
   if (s.grid)
     for (const MemberState& m : s.grid->members)
       if (m.place.node_id == s.setup.node_id || !known(m.place.address))
-        s.walk.push_back({m.place.node_id, m.place.address});
-  if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address});
+        s.walk.push_back({m.place.node_id, m.place.address, m.node});
+  if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address, nullptr});
   for (const config::Endpoint& seed : s.setup.seeds)
-    if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string()});
+    if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string(), nullptr});
   if (s.walk.size() <= 1)
     spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
   start_walk(self);
 }
 
-// Rejoined: copy the model of a line peer (a member otherwise), as a node joining a running cluster does, rather
-// than average the model it kept while it was out into everyone's.
-void warm_start(Self self) {
+// Copies the model of a line peer (a member otherwise) into this node's store, then calls `done` with the id of
+// the member copied (0: alone in its last GridState, nothing to copy) or why it could not. Through the handle the
+// GridState carries, over the connection the pair already has (see reach()).
+void warm_start(Self self, std::function<void(Result<std::uint64_t>)> done) {
   auto& s = self->state;
-  if (!s.grid) return;
   std::vector<Placement> places;
-  for (const MemberState& m : s.grid->members) places.push_back(m.place);
+  if (s.grid)
+    for (const MemberState& m : s.grid->members) places.push_back(m.place);
   const auto peer = warm_start_peer(places, s.setup.node_id);
-  if (!peer) return;
+  if (!peer) return done(std::uint64_t{0});
   const auto member = std::find_if(s.grid->members.begin(), s.grid->members.end(),
                                    [&](const MemberState& m) { return m.place.node_id == peer->node_id; });
-  if (!member->node) return;
+  if (!member->node) return done(Error{.message = "warm start: member " + peer->address + " has no handle"});
   const std::uint64_t from = peer->node_id;
   self->request(member->node, std::chrono::seconds(30), warm_params_atom::value)
       .then(
-          [self, from](std::uint64_t signature, FloatPayload& payload) {
+          [self, from, done](std::uint64_t signature, FloatPayload& payload) {
             auto& s = self->state;
-            if (signature != s.setup.store->signature() || payload.values.size() != s.setup.store->size()) return;
+            if (signature != s.setup.store->signature() || payload.values.size() != s.setup.store->size())
+              return done(Error{.message = "warm start: the peer trains another model"});
             s.setup.store->assign(payload.values);
             ++s.warm_starts;
-            spdlog::info("node {:016x}: warm start: copied the model of node {:016x}", s.setup.node_id, from);
+            done(from);
           },
-          [self](caf::error& e) {
-            spdlog::warn("node {:016x}: warm start skipped: {}", self->state.setup.node_id, self->system().render(e));
+          [self, done](caf::error& e) {
+            done(Error{.message = "warm start: the peer did not send its model: " + self->system().render(e)});
           });
+}
+
+// Rejoined: copy a line peer's model, as a node joining a running cluster does, rather than average the model it
+// kept while it was out into everyone's.
+void warm_start_on_rejoin(Self self) {
+  warm_start(self, [self](Result<std::uint64_t> copied) {
+    const std::uint64_t id = self->state.setup.node_id;
+    if (!copied)
+      spdlog::warn("node {:016x}: warm start skipped: {}", id, copied.error().message);
+    else if (copied.value() != 0)
+      spdlog::info("node {:016x}: warm start: copied the model of node {:016x}", id, copied.value());
+  });
 }
 
 // Says how this node reaches `node` now: over its own connection, or through another node (which does not report
@@ -463,7 +492,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           ++s.rejoins;
           if (s.lines_kept) drop_lines(self, w.epoch, w.layout_version);  // another cluster's now, or gone
           spdlog::info("node {:016x}: rejoined the cluster, epoch {}", s.setup.node_id, s.epoch);
-          warm_start(self);
+          warm_start_on_rejoin(self);
         } else {
           spdlog::info("node {:016x}: welcomed into cluster epoch {}", s.setup.node_id, s.epoch);
           conclude(self, JoinResult::welcomed, "");
@@ -538,6 +567,18 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (s.outcome.result != JoinResult::pending) return s.outcome;
         auto promise = self->make_response_promise<JoinOutcome>();
         s.outcome_waiters.push_back(promise);
+        return promise;
+      },
+      [self](warm_start_atom) -> caf::result<std::uint64_t> {
+        if (self->state.phase != NodePhase::member)
+          return caf::make_error(caf::sec::request_receiver_down, "warm start: the node is not a member");
+        auto promise = self->make_response_promise<std::uint64_t>();
+        warm_start(self, [self, promise](Result<std::uint64_t> copied) mutable {
+          if (copied)
+            promise.deliver(copied.value());
+          else
+            promise.deliver(caf::make_error(caf::sec::runtime_error, copied.error().message));
+        });
         return promise;
       },
       [self](warm_params_atom) -> std::tuple<std::uint64_t, FloatPayload> {

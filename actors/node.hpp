@@ -85,6 +85,7 @@ struct NodeState {
   struct WalkEntry {
     std::uint64_t id = 0;
     std::string address;
+    caf::actor node;  // its handle from the last GridState; null for a seed or the GridMaster's address
   };
   std::vector<WalkEntry> walk;
   std::size_t walk_next = 0;

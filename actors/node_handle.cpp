@@ -7,7 +7,6 @@
 #include <set>
 
 #include "actors/node.hpp"
-#include "actors/warm_start.hpp"
 #include "actors/token_proof.hpp"
 #include "grid/layout.hpp"
 #include "learner/probe.hpp"
@@ -63,20 +62,17 @@ Result<GridView> NodeHandle::grid_view(std::chrono::milliseconds timeout) const 
 }
 
 Result<std::optional<std::uint64_t>> NodeHandle::warm_start() const {
-  auto view = grid_view();
-  if (!view) return view.error();
-  std::vector<Placement> members;
-  for (const NodeView& n : view.value().nodes) members.push_back(n.place);
-  const auto peer = warm_start_peer(members, id_);
-  if (!peer) return std::optional<std::uint64_t>();
-  auto at = config::parse_endpoint(peer->address);
-  if (!at) return Error{.message = "warm start: member " + peer->address + " does not listen: " +
-                                   at.error().to_string()};
-  auto member = system_->middleman().remote_actor(at.value().host, at.value().port);
-  if (!member)
-    return Error{.message = "warm start: cannot reach " + peer->address + ": " + system_->render(member.error())};
-  if (Status copied = fetch_model(*system_, *member, *store_); !copied.ok()) return copied.error();
-  return std::optional<std::uint64_t>(peer->node_id);
+  // The node copies through the handles its GridState carries, over the connections it already has: dialing the
+  // member's address from here could give the pair a second connection (see reach() in node.cpp).
+  caf::scoped_actor self{*system_};
+  Result<std::optional<std::uint64_t>> result = Error{.message = "warm start: no answer from the node"};
+  self->request(node_, std::chrono::seconds(60), warm_start_atom::value)
+      .receive(
+          [&](std::uint64_t from) {
+            result = from == 0 ? std::optional<std::uint64_t>() : std::optional<std::uint64_t>(from);
+          },
+          [&](const caf::error& e) { result = Error{.message = system_->render(e)}; });
+  return result;
 }
 
 namespace {
