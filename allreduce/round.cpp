@@ -1,5 +1,6 @@
 #include "allreduce/round.hpp"
 
+#include <algorithm>
 
 namespace gridtrain::allreduce {
 
@@ -33,6 +34,27 @@ Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundC
   counts_.assign(partition_.chunk_count(), 0);
 }
 
+void Round::reset(const RoundKey& key) {
+  key_ = key;
+  std::fill(contributions_.begin(), contributions_.end(), 0);
+  std::fill(contributed_.begin(), contributed_.end(), 0);
+  std::fill(counts_.begin(), counts_.end(), 0);
+  received_ = 0;
+  started_ = deadline_passed_ = complete_ = finished_ = false;
+  outbox_.clear();
+  counters_ = {};
+}
+
+void Round::accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values) {
+  double* sum = sum_.data() + (offset - block_.offset);
+  if (contributions_[k] == 0) {
+    for (std::size_t t = 0; t < values.size(); ++t) sum[t] = values[t];
+  } else {
+    for (std::size_t t = 0; t < values.size(); ++t) sum[t] += values[t];
+  }
+  ++contributions_[k];
+}
+
 // Algorithm 1, lines 3-6: partition s into p blocks and send block j to peer j.
 std::span<const Send> Round::scatter() {
   outbox_.clear();
@@ -51,9 +73,8 @@ std::span<const Send> Round::scatter() {
   // Our own block needs no message: it is our contribution, received now.
   for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
     const Range r = partition_.chunk(first_chunk_ + k);
-    for (std::size_t t = 0; t < r.length; ++t) sum_[r.offset - block_.offset + t] += send_[r.offset + t];
+    accumulate(k, r.offset, std::span<const float>(send_).subspan(r.offset, r.length));
     contributed_[std::size_t{k} * p + self_] = 1;
-    ++contributions_[k];
   }
   // Contributions that came before we started may already make a quorum.
   for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
@@ -86,9 +107,7 @@ Outcome Round::on_scatter(const ScatterChunk& in) {
     return {Verdict::late, {}};
   }
   seen = 1;
-  ++contributions_[k];
-  double* sum = sum_.data() + (in.offset - block_.offset);
-  for (std::size_t t = 0; t < in.data.size(); ++t) sum[t] += in.data[t];
+  accumulate(k, in.offset, in.data);
   // Line 9: until received from theta_r of the peers. Before scatter() our own part is missing.
   if (started_ && quorum_met(contributions_[k], reduce_quorum_, peers())) {
     reduce(*c);
@@ -119,26 +138,48 @@ void Round::reduce(std::uint32_t c) {
 
 // Algorithm 1, lines 14-15: receive the mean of block i from peer i and store it in g(i).
 Outcome Round::on_reduced(const ReducedChunk& in) {
-  outbox_.clear();
-  if (const Verdict v = check_key(in.key); v != Verdict::accepted) return {v, {}};
+  const ReducedTarget target = reduced_target(in.key, in.from, in.offset, in.data.size(), in.count);
+  if (target.verdict != Verdict::accepted) {
+    outbox_.clear();
+    return {target.verdict, {}};
+  }
+  std::copy(in.data.begin(), in.data.end(), target.into.begin());
+  return reduced_arrived(target.chunk, in.count);
+}
+
+ReducedTarget Round::reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                                    std::uint32_t count) {
+  if (const Verdict v = check_key(key); v != Verdict::accepted) return {v, 0, {}};
   // Only peer j reduces block j, and a mean averages between 1 and p contributions.
-  const auto c = partition_.find_chunk(in.offset, in.data.size());
-  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != in.from || in.count == 0 ||
-      in.count > peers()) {
+  const auto c = partition_.find_chunk(offset, length);
+  if (from >= peers() || from == self_ || !c || partition_.block_of(*c) != from || count == 0 || count > peers()) {
     ++counters_.malformed;
-    return {Verdict::malformed, {}};
+    return {Verdict::malformed, 0, {}};
   }
   if (counts_[*c] > 0) {
     ++counters_.duplicate;
-    return {Verdict::duplicate, {}};
+    return {Verdict::duplicate, 0, {}};
   }
   // The update may already be applied; changing the result now would change nothing but confuse.
   if (complete_) {
     ++counters_.late;
+    return {Verdict::late, 0, {}};
+  }
+  return {Verdict::accepted, *c, std::span<float>(result_).subspan(offset, length)};
+}
+
+Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
+  outbox_.clear();
+  // The round may have completed (a deadline, a catch-up) while the payload was on its way.
+  if (counts_[chunk] > 0) {
+    ++counters_.duplicate;
+    return {Verdict::duplicate, {}};
+  }
+  if (complete_) {
+    ++counters_.late;
     return {Verdict::late, {}};
   }
-  std::copy(in.data.begin(), in.data.end(), result_.begin() + static_cast<std::ptrdiff_t>(in.offset));
-  counts_[*c] = in.count;
+  counts_[chunk] = count;
   ++received_;
   complete_if_quorum();
   return {Verdict::accepted, outbox_};

@@ -33,6 +33,14 @@ struct Outcome {
   std::span<const Send> sends;
 };
 
+// Where the payload of a reduced chunk goes when it is read straight into the result (reduced_target()): the
+// verdict on its header and, when accepted, the chunk and its place in result().
+struct ReducedTarget {
+  Verdict verdict = Verdict::accepted;
+  std::uint32_t chunk = 0;
+  std::span<float> into;
+};
+
 // One allreduce round of BIDMach (Algorithm 1 of the paper) among the p peers of a line, seen
 // from peer `self`, as a state machine with no I/O: the caller moves the messages and the clock.
 //
@@ -53,8 +61,10 @@ struct Outcome {
 // peers still get the mean from us; reduced chunks that arrive after completion are late. After
 // finish() everything is late.
 //
-// Memory is O(N): send buffer, result buffer, and a double accumulator for our block.
-// Not thread-safe: one owner (the Worker) drives it.
+// Memory is O(N): send buffer, result buffer, and a double accumulator for our block, allocated by create() and
+// kept by reset(), which starts the next round of the same line in the same buffers: a round allocates and
+// zero-fills nothing (the accumulator takes each chunk's first contribution by assignment).
+// Not thread-safe: one owner drives it.
 class Round {
  public:
   // The round, or why there is none: peers == 0, self >= peers, or sizes the Partition rejects. It uses the
@@ -68,6 +78,10 @@ class Round {
   // Moving keeps every Send's data valid: the buffers stay where they are on the heap.
   Round(Round&&) = default;
   Round& operator=(Round&&) = default;
+
+  // Starts round `key` of the same line and model in these buffers: what the last round received, sent and
+  // counted is forgotten (its Sends' data is overwritten by the next fetch and reduce). Counters start at 0.
+  void reset(const RoundKey& key);
 
   const RoundKey& key() const { return key_; }
   const Partition& partition() const { return partition_; }
@@ -92,6 +106,13 @@ class Round {
 
   // 4./5. Gather and complete: the mean of a chunk of another peer's block.
   Outcome on_reduced(const ReducedChunk& chunk);
+  // The same in two steps, for a payload read straight into the result: first the verdict on the header (counted
+  // as on_reduced counts it) and where the payload goes; once it is there, reduced_arrived() counts it. A payload
+  // that lands and is not counted changes nothing: result() is meaningful only where count() > 0.
+  ReducedTarget reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                               std::uint32_t count);
+  // REQUIRES: reduced_target() accepted `chunk` with `count`, and nothing since has reset() the round.
+  Outcome reduced_arrived(std::uint32_t chunk, std::uint32_t count);
 
   // The quorum timeout has passed (measured by the caller): in timeout mode, a quorum is now
   // enough for the reduce and for completion. In fraction mode it changes nothing.
@@ -132,6 +153,8 @@ class Round {
   Verdict check_key(const RoundKey& key);
   void reduce(std::uint32_t c);
   void complete_if_quorum();
+  // Adds a contribution to chunk k of our block (its first one is assigned, so sum_ needs no zeroing).
+  void accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values);
 
   RoundKey key_;
   Partition partition_;

@@ -462,3 +462,80 @@ TEST_CASE("the received ranges of a result merge neighbouring chunks, skip missi
   round.for_each_received(3, 3, collect);
   CHECK(runs.empty());
 }
+
+TEST_CASE("reset runs the next round in the same buffers: exact means, nothing of the last round left over") {
+  // Round 20 averages 10·r + index, round 21 averages 100·r - index, with a message lost in each: a sum, count or
+  // flag that survived reset() would show in round 21's means or counts.
+  SimulatedLine line(6, 3, config(0.5, 1, QuorumMode::fraction, 2), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.deliver_all();
+  REQUIRE(line.all_complete());
+  const float* buffer = line.peer(0).result().data();
+
+  RoundKey next = kKey;
+  next.round = 21;
+  line.reset(next);
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CHECK_FALSE(line.peer(i).started());
+    CHECK_FALSE(line.peer(i).complete());
+    CHECK(line.peer(i).received_chunks() == 0);
+    CHECK(line.peer(i).counters().late == 0);
+  }
+  line.fill([](std::uint32_t rank, std::size_t index) { return 100.0f * rank - static_cast<float>(index); });
+  line.scatter_all();
+  line.drop_if(scatter_from_to(2, 0));  // block 0's first chunk is averaged over peers 0 and 1 only
+  line.deliver_all();
+  REQUIRE(line.all_complete());
+  // Each chunk is the mean over the contributions its reducer counted in round 21 (θr = 0.5: the first two), and
+  // every peer has every chunk (θc = 1).
+  CHECK(line.contributors(0) == std::vector<std::uint32_t>{0, 1});
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const Round& round = line.peer(i);
+    for (std::uint32_t c = 0; c < 3; ++c) {
+      CHECK(round.count(c) == line.contributors(c).size());
+      for (std::size_t index = 2 * c; index < 2 * c + 2; ++index)
+        CHECK(round.result()[index] == line.expected_mean(c, index));
+    }
+  }
+  CHECK(line.peer(1).result()[0] == 50);
+  CHECK(line.peer(1).result()[1] == 49);
+  CHECK(line.peer(0).result().data() == buffer);  // the same memory: nothing was allocated
+  // A message of the last round is stale now.
+  CHECK(line.peer(0).on_scatter({kKey, 1, 0, line.peer(1).send_buffer().first(2)}).verdict == Verdict::stale);
+}
+
+TEST_CASE("a reduced chunk read straight into the result counts once its payload is there, as on_reduced counts it") {
+  SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction, 2), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  line.deliver_if([](const Message& m) { return m.send.kind == SendKind::scatter; });
+  const Message mean = line.take(reduced_from_to(1, 0));  // block 1's mean, for peer 0
+  Round& peer0 = line.peer(0);
+
+  // The header is checked before a byte of the payload is read: a chunk that is not block 1's, a count above p.
+  CHECK(peer0.reduced_target(kKey, 1, 4, 2, 3).verdict == Verdict::malformed);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 4).verdict == Verdict::malformed);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 3, 3).verdict == Verdict::malformed);
+  RoundKey older = kKey;
+  older.round -= 1;
+  CHECK(peer0.reduced_target(older, 1, 2, 2, 3).verdict == Verdict::stale);
+
+  const ReducedTarget target = peer0.reduced_target(kKey, 1, mean.send.offset, mean.send.data.size(), mean.send.count);
+  REQUIRE(target.verdict == Verdict::accepted);
+  CHECK(target.into.data() == peer0.result().data() + 2);
+  CHECK(target.into.size() == 2);
+  CHECK(peer0.count(target.chunk) == 0);  // nothing counted before the payload is in
+  std::copy(mean.send.data.begin(), mean.send.data.end(), target.into.begin());
+  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count).verdict == Verdict::accepted);
+  CHECK(peer0.count(target.chunk) == 3);
+  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count).verdict == Verdict::duplicate);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 3).verdict == Verdict::duplicate);
+
+  line.deliver_all();
+  REQUIRE(peer0.complete());
+  CHECK(result_of(peer0) == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(peer0.counters().malformed == 3);
+  CHECK(peer0.counters().stale == 1);
+}

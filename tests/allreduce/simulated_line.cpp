@@ -13,6 +13,13 @@ SimulatedLine::SimulatedLine(std::size_t model_floats, std::uint32_t peers, Roun
   contributors_.resize(rounds_.front().partition().chunk_count());
 }
 
+void SimulatedLine::reset(const RoundKey& key) {
+  key_ = key;
+  for (Round& round : rounds_) round.reset(key);
+  pending_.clear();
+  for (auto& c : contributors_) c.clear();
+}
+
 void SimulatedLine::fill(const std::function<float(std::uint32_t, std::size_t)>& value) {
   for (std::uint32_t i = 0; i < peers(); ++i) {
     const std::span<float> s = rounds_[i].send_buffer();

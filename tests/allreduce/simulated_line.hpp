@@ -31,6 +31,9 @@ class SimulatedLine {
   Round& peer(std::uint32_t i) { return rounds_[i]; }
   const RoundKey& key() const { return key_; }
 
+  // Every peer starts round `key` in its Round's buffers (Round::reset); what is in flight is lost.
+  void reset(const RoundKey& key);
+
   // Fetch: every peer fills its send buffer with value(rank, index).
   void fill(const std::function<float(std::uint32_t rank, std::size_t index)>& value);
 
