@@ -1,0 +1,91 @@
+#pragma once
+// How two nodes open a data-plane connection: each proves to the other that it holds the cluster token, without
+// sending it, and names the node it is and the node it wants (one process may host many nodes).
+//
+//   dialer -> acceptor  Hello      magic "GTDH", protocol, from node, to node, epoch, nonce_d (32 bytes)
+//   acceptor -> dialer  Challenge  magic "GTDC", refusal (0: none), nonce_a, mac_a = MAC("acceptor", nonce_d, ids)
+//   dialer -> acceptor  Proof      magic "GTDP", mac_d = MAC("dialer", nonce_a, ids)
+//   acceptor -> dialer  Verdict    magic "GTDV", refusal (0: accepted)
+//
+// MAC is HMAC-SHA-256 keyed by the cluster token (the caller supplies it: this library never sees the token).
+// Each side's MAC covers the other side's fresh nonce, so a recorded handshake proves nothing the next time, and
+// the acceptor proves itself too. A refusal says why, as a code; the connection closes after it.
+// Every message has a fixed size, so a reader knows how much to read before it looks at anything.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "base/result.hpp"
+
+namespace gridtrain::dataplane {
+
+inline constexpr std::uint32_t kDataProtocol = 1;
+
+using Nonce = std::array<std::byte, 32>;
+using Mac = std::array<std::byte, 32>;
+// HMAC-SHA-256 of `message` under the cluster token.
+using MacFunction = std::function<Mac(std::span<const std::byte> message)>;
+
+enum class Refusal : std::uint32_t {
+  none = 0,
+  protocol = 1,      // another data-plane protocol version
+  unknown_node = 2,  // the node asked for does not live in this process (any more)
+  bad_proof = 3,     // the dialer's MAC is wrong: it does not hold the cluster token
+};
+std::string to_string(Refusal refusal);
+
+struct Hello {
+  std::uint32_t protocol = kDataProtocol;
+  std::uint64_t from_node = 0;
+  std::uint64_t to_node = 0;
+  std::uint64_t epoch = 0;
+  Nonce nonce{};
+  friend bool operator==(const Hello&, const Hello&) = default;
+};
+inline constexpr std::size_t kHelloBytes = 64;
+
+struct Challenge {
+  Refusal refusal = Refusal::none;
+  Nonce nonce{};
+  Mac mac{};
+  friend bool operator==(const Challenge&, const Challenge&) = default;
+};
+inline constexpr std::size_t kChallengeBytes = 72;
+
+struct Proof {
+  Mac mac{};
+  friend bool operator==(const Proof&, const Proof&) = default;
+};
+inline constexpr std::size_t kProofBytes = 40;
+
+struct Verdict {
+  Refusal refusal = Refusal::none;
+  friend bool operator==(const Verdict&, const Verdict&) = default;
+};
+inline constexpr std::size_t kVerdictBytes = 8;
+
+void encode(const Hello& m, std::span<std::byte, kHelloBytes> out);
+void encode(const Challenge& m, std::span<std::byte, kChallengeBytes> out);
+void encode(const Proof& m, std::span<std::byte, kProofBytes> out);
+void encode(const Verdict& m, std::span<std::byte, kVerdictBytes> out);
+// Each checks its magic and that its refusal code is one it knows; anything else is an error that says so.
+Result<Hello> decode_hello(std::span<const std::byte, kHelloBytes> in);
+Result<Challenge> decode_challenge(std::span<const std::byte, kChallengeBytes> in);
+Result<Proof> decode_proof(std::span<const std::byte, kProofBytes> in);
+Result<Verdict> decode_verdict(std::span<const std::byte, kVerdictBytes> in);
+
+// What each side MACs: the role, the other side's nonce, and both node ids.
+Mac acceptor_mac(const MacFunction& mac, const Nonce& dialer_nonce, std::uint64_t from_node, std::uint64_t to_node);
+Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_t from_node, std::uint64_t to_node);
+
+// A fresh random nonce.
+Nonce make_nonce();
+
+// Compares in time that does not depend on where they differ.
+bool equal_macs(const Mac& a, const Mac& b);
+
+}  // namespace gridtrain::dataplane

@@ -1,0 +1,210 @@
+#include "dataplane/line_runner.hpp"
+
+#include <tuple>
+#include <utility>
+
+namespace gridtrain::dataplane {
+
+namespace {
+
+using Version = std::pair<std::uint64_t, std::uint64_t>;
+
+Version version_of(const allreduce::RoundKey& key) { return {key.epoch, key.layout_version}; }
+
+Landing landing_of(Landing::Kind kind) {
+  Landing landing;
+  landing.kind = kind;
+  return landing;
+}
+
+}  // namespace
+
+LineRunner::LineRunner(std::uint32_t dim, std::uint64_t node_id, ModelAccess& model, Outbox& outbox,
+                       std::function<void(const RoundEvent&)> on_event, DimensionCounters& counters)
+    : dim_(dim), node_id_(node_id), model_(model), outbox_(outbox), on_event_(std::move(on_event)),
+      counters_(counters) {}
+
+std::optional<Version> LineRunner::version() const {
+  if (!line_) return std::nullopt;
+  return Version{line_->epoch, line_->layout_version};
+}
+
+bool LineRunner::start_line(LineSpec spec) {
+  if (spec.dim != dim_ || spec.self_index >= spec.peers.size() || spec.rounds_in_flight == 0) return false;
+  const Version incoming{spec.epoch, spec.layout_version};
+  if (line_ && incoming <= Version{line_->epoch, line_->layout_version}) return false;
+  abandon_all();
+  floor_ = std::max(floor_, incoming);
+  line_ = std::move(spec);
+  slots_.clear();
+  ++generation_;
+  slots_.resize(line_->rounds_in_flight);  // each Round is allocated at its slot's first round
+  return true;
+}
+
+void LineRunner::drop_line(std::optional<Version> older_than) {
+  if (!line_) return;
+  if (older_than && Version{line_->epoch, line_->layout_version} >= *older_than) return;
+  abandon_all();
+  line_.reset();
+  slots_.clear();
+  ++generation_;
+}
+
+void LineRunner::abandon_all() {
+  for (std::uint32_t i = 0; i < slots_.size(); ++i) {
+    Slot& slot = slots_[i];
+    if (slot.active && !slot.done) ++counters_.abandoned;
+    if (slot.active) outbox_.retire({dim_, i});
+    slot.active = false;
+  }
+}
+
+bool LineRunner::same_version(const allreduce::RoundKey& key) const {
+  return line_ && key.dim == dim_ && key.line == line_->line && version_of(key) == Version{line_->epoch,
+                                                                                          line_->layout_version};
+}
+
+void LineRunner::start_round(const allreduce::RoundKey& key) {
+  if (!same_version(key)) {
+    ++counters_.stale_dropped;
+    return;
+  }
+  enter(key, false);
+}
+
+void LineRunner::deadline(const allreduce::RoundKey& key) {
+  if (!same_version(key)) return;
+  const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
+  Slot& slot = slots_[i];
+  if (!slot.active || slot.round->key().round != key.round) return;
+  send_all(i, slot.round->deadline_passed());
+  complete_if_done(i);
+}
+
+bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
+  const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
+  Slot& slot = slots_[i];
+  if (slot.active) {
+    const std::uint64_t current = slot.round->key().round;
+    if (current == key.round) return true;
+    if (current > key.round) return false;
+    // Catch-up: the older round of this slot finishes with what it has. Its last means are not sent: the slot's
+    // buffers are about to hold the newer round, and the peers that still wanted them have moved on too.
+    if (!slot.done) ++counters_.caught_up;
+    slot.round->finish();
+    complete_if_done(i);
+    outbox_.retire({dim_, i});
+    slot.active = false;
+  }
+  if (slot.round) {
+    slot.round->reset(key);
+  } else {
+    auto created = allreduce::Round::create(key, model_.floats, static_cast<std::uint32_t>(line_->peers.size()),
+                                            line_->self_index, line_->round);
+    if (!created) return false;  // start_line's spec was checked by the actors; a last line of defence
+    slot.round.emplace(std::move(created).value());
+  }
+  slot.active = true;
+  slot.done = false;
+  model_.fetch(slot.round->send_buffer());
+  send_all(i, slot.round->scatter());
+  if (from_peer) on_event_(RoundEvent{RoundEvent::Kind::started, key, line_->self_index, 0});
+  complete_if_done(i);
+  return true;
+}
+
+void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> sends) {
+  const allreduce::RoundKey& key = slots_[slot].round->key();
+  for (const allreduce::Send& s : sends) {
+    FrameHeader h;
+    h.kind = s.kind == allreduce::SendKind::scatter ? FrameKind::scatter : FrameKind::reduced;
+    h.key = key;
+    h.from = line_->self_index;
+    h.offset = s.offset;
+    h.length = static_cast<std::uint32_t>(s.data.size());
+    h.count = s.count;
+    outbox_.send(line_->peers[s.to], h, s.data, SlotTag{dim_, slot});
+  }
+}
+
+void LineRunner::complete_if_done(std::uint32_t i) {
+  Slot& slot = slots_[i];
+  if (!slot.active || slot.done || !slot.round->complete()) return;
+  slot.done = true;
+  const allreduce::Round& round = *slot.round;
+  model_.update(round, static_cast<float>(line_->round.elastic_rate));
+  ++counters_.rounds_done;
+  const auto& c = round.counters();
+  if (c.short_reductions > 0 || c.missing_at_completion > 0) ++counters_.quorum_shortfalls;
+  on_event_(RoundEvent{RoundEvent::Kind::done, round.key(), line_->self_index,
+                       static_cast<std::uint32_t>(c.missing_at_completion)});
+}
+
+Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
+  const Landing drain = landing_of(Landing::Kind::drain);
+  const Version incoming = version_of(h.key);
+  if (!line_) {
+    if (incoming <= floor_) {
+      ++counters_.stale_dropped;
+      return drain;
+    }
+    return landing_of(Landing::Kind::wait);
+  }
+  if (h.length > line_->round.max_chunk_floats) return landing_of(Landing::Kind::refuse);
+  const Version ours{line_->epoch, line_->layout_version};
+  if (incoming < ours) {
+    ++counters_.stale_dropped;
+    return drain;
+  }
+  if (incoming > ours) return landing_of(Landing::Kind::wait);
+  if (h.key.dim != dim_ || h.key.line != line_->line || h.from >= line_->peers.size() ||
+      line_->peers[h.from] != sender || h.from == line_->self_index) {
+    ++counters_.malformed;
+    return drain;
+  }
+  if (!enter(h.key, true)) {
+    ++counters_.stale_dropped;
+    return drain;
+  }
+  const auto i = static_cast<std::uint32_t>(h.key.round % slots_.size());
+  allreduce::Round& round = *slots_[i].round;
+  if (h.kind == FrameKind::scatter) return Landing{Landing::Kind::scratch, {}, h.length, i, h.key.round, 0, generation_};
+  const allreduce::ReducedTarget target = round.reduced_target(h.key, h.from, h.offset, h.length, h.count);
+  switch (target.verdict) {
+    case allreduce::Verdict::accepted:
+      return Landing{Landing::Kind::result, target.into, h.length, i, h.key.round, target.chunk, generation_};
+    case allreduce::Verdict::malformed: ++counters_.malformed; break;
+    case allreduce::Verdict::stale: ++counters_.stale_dropped; break;
+    default: break;  // duplicate or late: normal under a quorum, counted by the Round
+  }
+  return drain;
+}
+
+void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<const float> scratch) {
+  if (landing.kind != Landing::Kind::result && landing.kind != Landing::Kind::scratch) return;
+  // The slot may have moved on while the payload came (a newer round, a new line): then it is stale. What it wrote
+  // into the result of the slot's newer round has no count there, so it changes nothing.
+  if (!line_ || landing.generation != generation_ || landing.slot >= slots_.size() || !slots_[landing.slot].active ||
+      slots_[landing.slot].round->key().round != landing.round || !same_version(h.key)) {
+    ++counters_.stale_dropped;
+    return;
+  }
+  allreduce::Round& round = *slots_[landing.slot].round;
+  const allreduce::Outcome outcome =
+      landing.kind == Landing::Kind::result
+          ? round.reduced_arrived(landing.chunk, h.count)
+          : round.on_scatter(allreduce::ScatterChunk{h.key, h.from, h.offset, scratch.first(landing.floats)});
+  switch (outcome.verdict) {
+    case allreduce::Verdict::accepted:
+      counters_.bytes_received += h.payload_bytes();
+      send_all(landing.slot, outcome.sends);
+      complete_if_done(landing.slot);
+      break;
+    case allreduce::Verdict::malformed: ++counters_.malformed; break;
+    case allreduce::Verdict::stale: ++counters_.stale_dropped; break;
+    default: break;
+  }
+}
+
+}  // namespace gridtrain::dataplane

@@ -1,0 +1,168 @@
+#pragma once
+// LineRunner: the rounds of one node's line in one grid dimension, run on the data plane's thread.
+//
+// The control plane (the actors) tells it which line it is in (start_line), when a round starts (start_round, from
+// the LineMaster) and when a round's quorum deadline has passed (deadline: the actors keep every clock). It drives
+// one allreduce::Round per slot (round r runs in slot r % k, k = rounds in flight), each allocated once per line
+// version and reset() for every round after, so a round allocates and zero-fills nothing. Frames go out through
+// an Outbox straight from the Round's buffers; incoming frames are placed by land() before a byte of their payload
+// is read: a reduced chunk straight into the Round's result, a scatter chunk into the link's one chunk buffer,
+// anything else drained and counted. A newer round of a slot finishes the older one with what it has (BIDMach's
+// catch-up); a newer line version's frame waits (its link stops reading) until start_line brings that version.
+//
+// It tells the actors (RoundEvent) when a round completes, and when a peer's frame started a round here, so that
+// they arm its deadline. Not thread-safe: the data plane's thread owns it.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "allreduce/round.hpp"
+#include "allreduce/round_config.hpp"
+#include "dataplane/frame.hpp"
+
+namespace gridtrain::dataplane {
+
+// Where a round's model comes from and where its result goes: the node's ParameterStore, behind functions, so that
+// this library knows no learner. Called on the data plane's thread.
+struct ModelAccess {
+  std::size_t floats = 0;
+  std::function<void(std::span<float> into)> fetch;                  // the model now, each tensor under its lock
+  std::function<void(const allreduce::Round&, float alpha)> update;  // the elastic update, likewise
+};
+
+// The line a node is in, in one dimension, for one layout version.
+struct LineSpec {
+  std::uint64_t epoch = 0;
+  std::uint64_t layout_version = 0;
+  std::uint32_t dim = 0;
+  std::uint64_t line = 0;
+  std::vector<std::uint64_t> peers;  // node ids, in peer-index order
+  std::uint32_t self_index = 0;
+  allreduce::RoundConfig round;
+  std::uint32_t rounds_in_flight = 1;
+};
+
+// A frame's buffers belong to one slot of one dimension: retiring the slot retires them.
+struct SlotTag {
+  std::uint32_t dim = 0;
+  std::uint32_t slot = 0;
+  friend bool operator==(const SlotTag&, const SlotTag&) = default;
+};
+
+// What the runner sends through (the Endpoint's links, or a test's).
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  // Queues a frame to `node`. `payload` stays valid and unchanged until the frame is written or retire(tag).
+  virtual void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) = 0;
+  // The buffers of `tag` are about to be overwritten: frames not begun are dropped; the rest of one being written
+  // is copied aside first.
+  virtual void retire(SlotTag tag) = 0;
+};
+
+struct RoundEvent {
+  enum class Kind : std::uint8_t {
+    done,     // the round completed and its update is applied: tell the LineMaster
+    started,  // a peer's frame started this round here before its StartRound came: arm its deadline
+  };
+  Kind kind = Kind::done;
+  allreduce::RoundKey key;
+  std::uint32_t self_index = 0;
+  std::uint32_t chunks_missing = 0;  // done: chunks with no mean at completion
+};
+
+// What one dimension counted; read from any thread.
+struct DimensionCounters {
+  std::atomic<std::uint64_t> rounds_done{0};       // completed, including those finished early by catch-up
+  std::atomic<std::uint64_t> caught_up{0};         // finished early because a newer round of the line came
+  std::atomic<std::uint64_t> abandoned{0};         // dropped unfinished because the line changed or was lost
+  std::atomic<std::uint64_t> stale_dropped{0};     // frames of a round or line version left behind, drained
+  std::atomic<std::uint64_t> malformed{0};         // frames that cannot belong to our line or round, drained
+  std::atomic<std::uint64_t> quorum_shortfalls{0}; // rounds completed with a chunk over fewer than p, or missing
+  std::atomic<std::uint64_t> frames_sent{0};
+  std::atomic<std::uint64_t> bytes_sent{0};         // payload bytes
+  std::atomic<std::uint64_t> bytes_received{0};     // payload bytes that counted
+  std::atomic<std::uint64_t> frames_unsent{0};      // dropped before they were written: retired, or no link
+};
+
+// Where the payload of a frame whose header was read goes.
+struct Landing {
+  enum class Kind : std::uint8_t {
+    result,   // straight into the Round's result: `into`
+    scratch,  // into the link's chunk buffer, `floats` long; then landed() reduces it
+    drain,    // read and thrown away (stale or malformed: counted)
+    wait,     // a newer line version than this node has: stop reading until start_line brings it
+    refuse,   // a length no line of ours can have: the link is closed
+  };
+  Kind kind = Kind::drain;
+  std::span<float> into;
+  std::size_t floats = 0;
+  std::uint32_t slot = 0;
+  std::uint64_t round = 0;
+  std::uint32_t chunk = 0;  // result: the chunk
+  // The runner's buffers at the time: a new line frees them, so a reader that finds generation() changed while the
+  // payload comes reads the rest into nowhere.
+  std::uint64_t generation = 0;
+};
+
+class LineRunner {
+ public:
+  LineRunner(std::uint32_t dim, std::uint64_t node_id, ModelAccess& model, Outbox& outbox,
+             std::function<void(const RoundEvent&)> on_event, DimensionCounters& counters);
+
+  // A new line (or a new version of ours): rounds of the old one are dropped without an update. A spec for another
+  // dimension, or one older than the line we have, is ignored (false).
+  bool start_line(LineSpec spec);
+  // The node lost the cluster: no line until the next start_line. With a version: only a line older than it.
+  void drop_line(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
+  void start_round(const allreduce::RoundKey& key);
+  void deadline(const allreduce::RoundKey& key);
+
+  // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
+  // refuse. A frame whose `from` is not the sender's index in our line is malformed.
+  Landing land(std::uint64_t sender, const FrameHeader& header);
+  // Its payload is where land() said (`scratch`: the link's buffer, for a scatter chunk).
+  void landed(const FrameHeader& header, const Landing& landing, std::span<const float> scratch);
+
+  // The line version this runner holds, if any: a waiting frame of a newer one waits for start_line.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> version() const;
+  const LineSpec* line() const { return line_ ? &*line_ : nullptr; }
+  // Raised whenever the Rounds' buffers are freed (a new line, a dropped one): see Landing::generation.
+  std::uint64_t generation() const { return generation_; }
+  // The most floats a frame of ours may carry: the line's max_chunk_floats (0 without a line).
+  std::size_t max_frame_floats() const { return line_ ? line_->round.max_chunk_floats : 0; }
+
+ private:
+  struct Slot {
+    std::optional<allreduce::Round> round;
+    bool active = false;  // `round` holds a round of this line that has started (fetched and scattered)
+    bool done = false;    // its update is applied and its RoundDone told
+  };
+
+  void abandon_all();
+  // Makes `key`'s round current in its slot, finishing an older one first; false if `key` is older than the slot's.
+  bool enter(const allreduce::RoundKey& key, bool from_peer);
+  void send_all(std::uint32_t slot, std::span<const allreduce::Send> sends);
+  void complete_if_done(std::uint32_t slot);
+  bool same_version(const allreduce::RoundKey& key) const;
+
+  std::uint32_t dim_;
+  std::uint64_t node_id_;
+  ModelAccess& model_;
+  Outbox& outbox_;
+  std::function<void(const RoundEvent&)> on_event_;
+  DimensionCounters& counters_;
+  std::optional<LineSpec> line_;
+  std::vector<Slot> slots_;
+  // The newest version this runner held or dropped: without a line, a frame of it or older is stale, a newer one
+  // waits for its line.
+  std::pair<std::uint64_t, std::uint64_t> floor_{0, 0};
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace gridtrain::dataplane

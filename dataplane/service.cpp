@@ -1,0 +1,834 @@
+#include "dataplane/service.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+
+namespace gridtrain::dataplane {
+
+namespace {
+
+using tcp = asio::ip::tcp;
+using Version = std::pair<std::uint64_t, std::uint64_t>;
+using namespace std::chrono_literals;
+
+constexpr auto kHandshakeTimeout = 5s;
+constexpr auto kFirstRedial = 50ms;
+constexpr auto kLastRedial = 2s;
+// How much one link reads or writes before it lets the others run (fairness on the one thread).
+constexpr std::size_t kBurstBytes = std::size_t{8} << 20;
+constexpr std::size_t kDrainBytes = 64 * 1024;
+// Frames of a newer line version from a peer in this process, held until its line starts, at most.
+constexpr std::size_t kMaxHeldLocalFrames = 4096;
+
+Result<std::pair<std::string, std::uint16_t>> split_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return Error{.message = "no host:port: " + address};
+  const std::string port = address.substr(colon + 1);
+  if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit))
+    return Error{.message = "bad port in " + address};
+  const unsigned long value = std::stoul(port);
+  if (value == 0 || value > 65535) return Error{.message = "bad port in " + address};
+  return std::pair<std::string, std::uint16_t>{address.substr(0, colon), static_cast<std::uint16_t>(value)};
+}
+
+void tune(tcp::socket& socket, int buffer_bytes) {
+  std::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  if (buffer_bytes > 0) {
+    socket.set_option(asio::socket_base::send_buffer_size(buffer_bytes), ignored);
+    socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ignored);
+  }
+  socket.non_blocking(true, ignored);
+}
+
+}  // namespace
+
+// -- links -------------------------------------------------------------------------------------------------------
+
+struct Link;
+
+struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
+  EndpointState(Service::Impl& service, EndpointSetup setup);
+
+  // Outbox
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override;
+  void retire(SlotTag tag) override;
+
+  bool wanted(std::uint64_t peer) const;
+  void update_links();
+  void resume_waiting(std::uint32_t dim);
+  void attach_inbound(std::uint64_t peer, tcp::socket socket);
+  void deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload);
+  void close();
+  LineRunner* runner(std::uint32_t dim) { return dim < kMaxLineDims ? runners[dim].get() : nullptr; }
+
+  Service::Impl& service;
+  EndpointSetup setup;
+  std::array<DimensionCounters, kMaxLineDims> counters;
+  std::array<std::unique_ptr<LineRunner>, kMaxLineDims> runners;
+  std::map<std::uint64_t, std::shared_ptr<Link>> links;
+  std::map<std::uint64_t, std::string> addresses;  // of the peers of our lines
+  struct Held {
+    std::uint64_t from;
+    FrameHeader header;
+    std::vector<float> payload;
+  };
+  std::deque<Held> held;  // local frames of a newer line version
+  std::atomic<std::uint64_t> refused{0};
+  bool closed = false;
+};
+
+struct Service::Impl {
+  Service& service;
+  std::optional<tcp::acceptor> acceptor;
+  std::map<std::uint64_t, std::weak_ptr<EndpointState>> endpoints;
+  bool stopped = false;
+
+  explicit Impl(Service& s) : service(s) {}
+  std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
+    auto it = endpoints.find(id);
+    if (it == endpoints.end()) return nullptr;
+    return it->second.lock();
+  }
+  void accept();
+};
+
+// One frame in a link's queue: its header, and its payload where it lies (a Round's buffer; or `owned`, once the
+// round moved on while the frame was half written).
+struct OutFrame {
+  std::array<std::byte, kFrameHeaderBytes> header{};
+  std::span<const std::byte> payload;
+  std::vector<std::byte> owned;
+  SlotTag tag;
+  std::size_t sent = 0;  // bytes of header and payload written
+  std::size_t size() const { return kFrameHeaderBytes + payload.size(); }
+};
+
+// The connection of one node to one peer node: TCP, or memory when the peer lives in this process.
+struct Link : std::enable_shared_from_this<Link> {
+  enum class State { waiting, connecting, handshaking, open, closed };
+
+  Link(EndpointState& endpoint, std::uint64_t peer, bool local)
+      : endpoint(endpoint), peer(peer), local(local), redial(endpoint.service.service.context()) {}
+
+  bool dialer() const { return endpoint.setup.node_id < peer; }
+  DimensionCounters& counters(std::uint32_t dim) { return endpoint.counters[std::min(dim, kMaxLineDims - 1)]; }
+
+  void enqueue(const FrameHeader& header, std::span<const float> payload, SlotTag tag);
+  void retire(SlotTag tag);
+  void dial();
+  void start_handshake_as_dialer(tcp::socket s);
+  void open_with(tcp::socket s);
+  void fail(const std::string& why);
+  void close();
+  void pump_write();
+  void pump_read();
+  void resume();
+  void drop_queue();
+
+  EndpointState& endpoint;
+  std::uint64_t peer;
+  bool local;
+  State state = State::waiting;
+  std::optional<tcp::socket> socket;
+  std::deque<OutFrame> queue;
+  bool write_armed = false;
+  bool read_armed = false;
+  bool paused = false;
+  asio::steady_timer redial;
+  std::chrono::milliseconds backoff = kFirstRedial;
+  std::uint64_t generation = 0;  // of the socket: handlers of an older one do nothing
+
+  // Reading: the header so far, then the payload's landing and how much of it came.
+  std::array<std::byte, kFrameHeaderBytes> in_header{};
+  std::size_t in_header_got = 0;
+  bool in_payload = false;
+  FrameHeader current;
+  Landing landing;
+  std::size_t payload_got = 0;
+  std::vector<float> scratch;
+};
+
+void Link::enqueue(const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
+  DimensionCounters& c = counters(tag.dim);
+  if (state == State::closed) {
+    ++c.frames_unsent;
+    return;
+  }
+  if (local) {
+    auto target = endpoint.service.endpoint(peer);
+    if (!target) {
+      ++c.frames_unsent;
+      return;
+    }
+    std::vector<float> copy(payload.begin(), payload.end());
+    ++c.frames_sent;
+    c.bytes_sent += payload.size_bytes();
+    asio::post(endpoint.service.service.context(),
+               [target = std::weak_ptr<EndpointState>(target), from = endpoint.setup.node_id, header,
+                copy = std::move(copy)]() mutable {
+                 if (auto t = target.lock()) t->deliver_local(from, header, std::move(copy));
+               });
+    return;
+  }
+  OutFrame& f = queue.emplace_back();
+  encode(header, std::span<std::byte, kFrameHeaderBytes>(f.header));
+  f.payload = std::as_bytes(payload);
+  f.tag = tag;
+  pump_write();
+}
+
+void Link::retire(SlotTag tag) {
+  for (auto it = queue.begin(); it != queue.end();) {
+    if (!(it->tag == tag) || !it->owned.empty()) {
+      ++it;
+      continue;
+    }
+    if (it->sent == 0) {
+      ++counters(tag.dim).frames_unsent;
+      it = queue.erase(it);
+      continue;
+    }
+    // Half written: the rest must still go, or the stream loses its framing. Copied aside, once per frame.
+    it->owned.assign(it->payload.begin(), it->payload.end());
+    it->payload = std::span<const std::byte>(it->owned);
+    ++it;
+  }
+}
+
+void Link::drop_queue() {
+  for (const OutFrame& f : queue) ++counters(f.tag.dim).frames_unsent;
+  queue.clear();
+}
+
+void Link::close() {
+  state = State::closed;
+  ++generation;
+  redial.cancel();
+  drop_queue();
+  if (socket) {
+    std::error_code ignored;
+    socket->close(ignored);
+    socket.reset();
+  }
+}
+
+void Link::fail(const std::string& why) {
+  if (state == State::closed) return;
+  spdlog::info("data plane: node {:016x} lost its connection to node {:016x}: {}", endpoint.setup.node_id, peer, why);
+  ++generation;
+  if (socket) {
+    std::error_code ignored;
+    socket->close(ignored);
+    socket.reset();
+  }
+  // A frame half written or half read is lost with the stream; the rest wait for the next connection.
+  if (!queue.empty() && queue.front().sent > 0) {
+    ++counters(queue.front().tag.dim).frames_unsent;
+    queue.pop_front();
+  }
+  in_header_got = 0;
+  in_payload = false;
+  paused = false;
+  write_armed = read_armed = false;
+  state = State::waiting;
+  if (dialer() && endpoint.wanted(peer)) {
+    redial.expires_after(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(kLastRedial));
+    redial.async_wait([self = shared_from_this(), g = generation](std::error_code e) {
+      if (!e && self->generation == g && self->state == State::waiting) self->dial();
+    });
+  }
+}
+
+void Link::dial() {
+  auto address = endpoint.addresses.find(peer);
+  if (address == endpoint.addresses.end() || state != State::waiting) return;
+  auto parts = split_address(address->second);
+  if (!parts) {
+    spdlog::warn("data plane: node {:016x}: peer {:016x} has no usable data address: {}", endpoint.setup.node_id,
+                 peer, parts.error().message);
+    return;
+  }
+  state = State::connecting;
+  auto resolver = std::make_shared<tcp::resolver>(endpoint.service.service.context());
+  resolver->async_resolve(
+      parts.value().first, std::to_string(parts.value().second),
+      [self = shared_from_this(), resolver, g = generation](std::error_code e, tcp::resolver::results_type results) {
+        if (self->generation != g || self->state != State::connecting) return;
+        if (e) return self->fail("cannot resolve its data address: " + e.message());
+        auto s = std::make_shared<tcp::socket>(self->endpoint.service.service.context());
+        asio::async_connect(*s, results, [self, s, g](std::error_code e, const tcp::endpoint&) {
+          if (self->generation != g || self->state != State::connecting) return;
+          if (e) return self->fail("cannot connect: " + e.message());
+          self->start_handshake_as_dialer(std::move(*s));
+        });
+      });
+}
+
+// The dialer's half of dataplane/handshake.hpp, with a deadline.
+struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
+  DialerHandshake(std::shared_ptr<Link> link, tcp::socket s)
+      : link(std::move(link)), socket(std::move(s)), timer(socket.get_executor()) {}
+
+  void run() {
+    timer.expires_after(kHandshakeTimeout);
+    timer.async_wait([self = shared_from_this()](std::error_code e) {
+      if (!e) self->socket.close();
+    });
+    Hello hello{kDataProtocol, link->endpoint.setup.node_id, link->peer, 0, make_nonce()};
+    nonce = hello.nonce;
+    encode(hello, std::span<std::byte, kHelloBytes>(hello_bytes));
+    asio::async_write(socket, asio::buffer(hello_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
+      if (e) return self->done("cannot send its hello: " + e.message());
+      asio::async_read(self->socket, asio::buffer(self->challenge_bytes),
+                       [self](std::error_code e, std::size_t) { self->on_challenge(e); });
+    });
+  }
+
+  void on_challenge(std::error_code e) {
+    if (e) return done("no challenge: " + e.message());
+    auto challenge = decode_challenge(challenge_bytes);
+    if (!challenge) return done(challenge.error().message);
+    if (challenge.value().refusal != Refusal::none) return done("refused: " + to_string(challenge.value().refusal));
+    const auto& setup = link->endpoint.setup;
+    if (!equal_macs(challenge.value().mac, acceptor_mac(setup.mac, nonce, setup.node_id, link->peer))) {
+      ++link->endpoint.refused;
+      return done("it does not hold the cluster token");
+    }
+    encode(Proof{dialer_mac(setup.mac, challenge.value().nonce, setup.node_id, link->peer)},
+           std::span<std::byte, kProofBytes>(proof_bytes));
+    asio::async_write(socket, asio::buffer(proof_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
+      if (e) return self->done("cannot send its proof: " + e.message());
+      asio::async_read(self->socket, asio::buffer(self->verdict_bytes),
+                       [self](std::error_code e, std::size_t) { self->on_verdict(e); });
+    });
+  }
+
+  void on_verdict(std::error_code e) {
+    if (e) return done("no verdict: " + e.message());
+    auto verdict = decode_verdict(verdict_bytes);
+    if (!verdict) return done(verdict.error().message);
+    if (verdict.value().refusal != Refusal::none) {
+      ++link->endpoint.refused;
+      return done("refused: " + to_string(verdict.value().refusal));
+    }
+    timer.cancel();
+    link->open_with(std::move(socket));
+  }
+
+  void done(const std::string& why) {
+    timer.cancel();
+    link->fail(why);
+  }
+
+  std::shared_ptr<Link> link;
+  tcp::socket socket;
+  asio::steady_timer timer;
+  Nonce nonce{};
+  std::array<std::byte, kHelloBytes> hello_bytes{};
+  std::array<std::byte, kChallengeBytes> challenge_bytes{};
+  std::array<std::byte, kProofBytes> proof_bytes{};
+  std::array<std::byte, kVerdictBytes> verdict_bytes{};
+};
+
+void Link::start_handshake_as_dialer(tcp::socket s) {
+  state = State::handshaking;
+  std::make_shared<DialerHandshake>(shared_from_this(), std::move(s))->run();
+}
+
+void Link::open_with(tcp::socket s) {
+  if (socket) {
+    std::error_code ignored;
+    socket->close(ignored);
+  }
+  ++generation;
+  tune(s, endpoint.service.service.options().socket_buffer_bytes);
+  socket.emplace(std::move(s));
+  state = State::open;
+  backoff = kFirstRedial;
+  // A frame half written on an older connection cannot be finished on this one.
+  if (!queue.empty() && queue.front().sent > 0) {
+    ++counters(queue.front().tag.dim).frames_unsent;
+    queue.pop_front();
+  }
+  in_header_got = 0;
+  in_payload = false;
+  paused = false;
+  write_armed = read_armed = false;
+  pump_read();
+  pump_write();
+}
+
+void Link::pump_write() {
+  if (state != State::open || write_armed) return;
+  const int fd = socket->native_handle();
+  std::size_t burst = 0;
+  while (!queue.empty() && burst < kBurstBytes) {
+    // Gather as many frames as one call may take, straight from their buffers.
+    std::array<iovec, 64> iov{};
+    std::size_t n = 0;
+    for (auto it = queue.begin(); it != queue.end() && n + 2 <= iov.size(); ++it) {
+      std::size_t skip = it->sent;
+      if (skip < kFrameHeaderBytes) {
+        iov[n++] = {const_cast<std::byte*>(it->header.data()) + skip, kFrameHeaderBytes - skip};
+        skip = 0;
+      } else {
+        skip -= kFrameHeaderBytes;
+      }
+      if (skip < it->payload.size())
+        iov[n++] = {const_cast<std::byte*>(it->payload.data()) + skip, it->payload.size() - skip};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov.data();
+    msg.msg_iovlen = n;
+    const ssize_t wrote = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (wrote < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        write_armed = true;
+        socket->async_wait(tcp::socket::wait_write, [self = shared_from_this(), g = generation](std::error_code e) {
+          if (self->generation != g) return;
+          self->write_armed = false;
+          if (e) return self->fail(e.message());
+          self->pump_write();
+        });
+        return;
+      }
+      return fail(std::strerror(errno));
+    }
+    burst += static_cast<std::size_t>(wrote);
+    std::size_t left = static_cast<std::size_t>(wrote);
+    while (left > 0) {
+      OutFrame& f = queue.front();
+      const std::size_t take = std::min(left, f.size() - f.sent);
+      f.sent += take;
+      left -= take;
+      if (f.sent == f.size()) {
+        DimensionCounters& c = counters(f.tag.dim);
+        ++c.frames_sent;
+        c.bytes_sent += f.payload.size();
+        queue.pop_front();
+      }
+    }
+  }
+  if (!queue.empty())  // the burst is over: let the other links run, then go on
+    asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
+      if (self->generation == g) self->pump_write();
+    });
+}
+
+void Link::pump_read() {
+  if (state != State::open || read_armed || paused) return;
+  const int fd = socket->native_handle();
+  static thread_local std::array<std::byte, kDrainBytes> drain;
+  std::size_t burst = 0;
+  while (burst < kBurstBytes) {
+    std::byte* to = nullptr;
+    std::size_t want = 0;
+    if (!in_payload) {
+      to = in_header.data() + in_header_got;
+      want = kFrameHeaderBytes - in_header_got;
+    } else {
+      const std::size_t total = current.payload_bytes();
+      // The line changed while this payload came: the Round it was going into is gone.
+      if (landing.kind == Landing::Kind::result) {
+        LineRunner* runner = endpoint.runner(current.key.dim);
+        if (!runner || runner->generation() != landing.generation) landing.kind = Landing::Kind::drain;
+      }
+      switch (landing.kind) {
+        case Landing::Kind::result: to = reinterpret_cast<std::byte*>(landing.into.data()) + payload_got; break;
+        case Landing::Kind::scratch: to = reinterpret_cast<std::byte*>(scratch.data()) + payload_got; break;
+        default: to = drain.data(); break;
+      }
+      want = total - payload_got;
+      if (landing.kind == Landing::Kind::drain) want = std::min(want, drain.size());
+    }
+    const ssize_t got = want == 0 ? 0 : ::recv(fd, to, want, 0);
+    if (want != 0 && got == 0) return fail("the peer closed the connection");
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        read_armed = true;
+        socket->async_wait(tcp::socket::wait_read, [self = shared_from_this(), g = generation](std::error_code e) {
+          if (self->generation != g) return;
+          self->read_armed = false;
+          if (e) return self->fail(e.message());
+          self->pump_read();
+        });
+        return;
+      }
+      return fail(std::strerror(errno));
+    }
+    burst += static_cast<std::size_t>(got);
+    if (!in_payload) {
+      in_header_got += static_cast<std::size_t>(got);
+      if (in_header_got < kFrameHeaderBytes) continue;
+      auto header = decode_frame_header(in_header);
+      if (!header) {
+        ++endpoint.refused;
+        spdlog::warn("data plane: node {:016x}: node {:016x} sent a bad frame ({}); closing its connection",
+                     endpoint.setup.node_id, peer, header.error().message);
+        return fail("a bad frame");
+      }
+      current = header.value();
+      in_header_got = 0;
+      resume();
+      return;  // resume() goes on reading, or leaves the link paused
+    }
+    payload_got += static_cast<std::size_t>(got);
+    if (payload_got < current.payload_bytes()) continue;
+    in_payload = false;
+    if (landing.kind == Landing::Kind::result || landing.kind == Landing::Kind::scratch) {
+      if (LineRunner* runner = endpoint.runner(current.key.dim))
+        runner->landed(current, landing, std::span<const float>(scratch));
+    }
+  }
+  asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
+    if (self->generation == g) self->pump_read();
+  });
+}
+
+// The header in `current` is read: find where its payload goes (again, after a wait), then read on.
+void Link::resume() {
+  LineRunner* runner = endpoint.runner(current.key.dim);
+  landing = runner ? runner->land(peer, current) : Landing{};
+  if (!runner) landing.kind = Landing::Kind::refuse;
+  switch (landing.kind) {
+    case Landing::Kind::wait: paused = true; return;
+    case Landing::Kind::refuse:
+      ++endpoint.refused;
+      spdlog::warn("data plane: node {:016x}: node {:016x} sent a frame of {} floats, more than any line of ours "
+                   "carries; closing its connection",
+                   endpoint.setup.node_id, peer, current.length);
+      return fail("a frame too long");
+    case Landing::Kind::scratch:
+      if (scratch.size() < landing.floats) scratch.resize(landing.floats);  // at most max_chunk_floats
+      break;
+    default: break;
+  }
+  paused = false;
+  in_payload = true;
+  payload_got = 0;
+  pump_read();
+}
+
+// -- endpoints ---------------------------------------------------------------------------------------------------
+
+EndpointState::EndpointState(Service::Impl& service, EndpointSetup s) : service(service), setup(std::move(s)) {
+  for (std::uint32_t d = 0; d < kMaxLineDims; ++d)
+    runners[d] = std::make_unique<LineRunner>(d, setup.node_id, setup.model, *this,
+                                              [this](const RoundEvent& e) {
+                                                if (!closed && setup.on_event) setup.on_event(e);
+                                              },
+                                              counters[d]);
+}
+
+void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
+  auto it = links.find(node);
+  if (it == links.end()) {
+    ++counters[std::min(tag.dim, kMaxLineDims - 1)].frames_unsent;
+    return;
+  }
+  it->second->enqueue(header, payload, tag);
+}
+
+void EndpointState::retire(SlotTag tag) {
+  for (auto& [peer, link] : links) link->retire(tag);
+}
+
+bool EndpointState::wanted(std::uint64_t peer) const {
+  for (const auto& r : runners)
+    if (const LineSpec* line = r->line())
+      if (std::find(line->peers.begin(), line->peers.end(), peer) != line->peers.end()) return true;
+  return false;
+}
+
+// Links to the peers of our lines, and none to others.
+void EndpointState::update_links() {
+  for (auto it = links.begin(); it != links.end();) {
+    if (wanted(it->first)) {
+      ++it;
+      continue;
+    }
+    it->second->close();
+    it = links.erase(it);
+  }
+  std::set<std::uint64_t> peers;
+  for (const auto& r : runners)
+    if (const LineSpec* line = r->line())
+      for (std::uint64_t p : line->peers)
+        if (p != setup.node_id) peers.insert(p);
+  for (std::uint64_t p : peers) {
+    if (links.count(p)) continue;
+    const bool local = service.endpoint(p) != nullptr;
+    auto link = std::make_shared<Link>(*this, p, local);
+    if (local) link->state = Link::State::open;
+    links.emplace(p, link);
+    if (!local && link->dialer()) link->dial();
+  }
+}
+
+void EndpointState::resume_waiting(std::uint32_t dim) {
+  for (auto& [peer, link] : links)
+    if (link->paused && link->current.key.dim == dim) link->resume();
+  // Local frames held for this dimension's new line: land them now, or hold them on.
+  std::deque<Held> waiting;
+  waiting.swap(held);
+  for (Held& h : waiting) {
+    if (h.header.key.dim == dim)
+      deliver_local(h.from, h.header, std::move(h.payload));
+    else
+      held.push_back(std::move(h));
+  }
+}
+
+void EndpointState::attach_inbound(std::uint64_t peer, tcp::socket socket) {
+  auto it = links.find(peer);
+  if (it == links.end()) {
+    // A peer that dials before our line with it started: keep the connection; the line will want it.
+    it = links.emplace(peer, std::make_shared<Link>(*this, peer, false)).first;
+  }
+  it->second->open_with(std::move(socket));
+}
+
+void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload) {
+  if (closed) return;
+  LineRunner* r = runner(header.key.dim);
+  if (!r || payload.size() != header.length) return;
+  const Landing landing = r->land(from, header);
+  switch (landing.kind) {
+    case Landing::Kind::wait:
+      if (held.size() < kMaxHeldLocalFrames) held.push_back({from, header, std::move(payload)});
+      return;
+    case Landing::Kind::result:
+      std::copy(payload.begin(), payload.end(), landing.into.begin());
+      r->landed(header, landing, {});
+      return;
+    case Landing::Kind::scratch: r->landed(header, landing, payload); return;
+    case Landing::Kind::refuse: ++refused; return;
+    case Landing::Kind::drain: return;
+  }
+}
+
+void EndpointState::close() {
+  if (closed) return;
+  closed = true;
+  for (auto& r : runners) r->drop_line();
+  for (auto& [peer, link] : links) link->close();
+  links.clear();
+  held.clear();
+  service.endpoints.erase(setup.node_id);
+}
+
+Endpoint::Endpoint(std::shared_ptr<Service> service, std::shared_ptr<EndpointState> state)
+    : service_(std::move(service)), state_(std::move(state)) {}
+
+Endpoint::~Endpoint() { close(); }
+
+std::uint64_t Endpoint::node_id() const { return state_->setup.node_id; }
+
+void Endpoint::start_line(LineSpec spec, std::vector<std::string> data_addresses) {
+  asio::post(service_->context(), [s = state_, spec = std::move(spec), data_addresses = std::move(data_addresses)]() {
+    if (s->closed || spec.dim >= kMaxLineDims) return;
+    for (std::size_t i = 0; i < spec.peers.size() && i < data_addresses.size(); ++i)
+      s->addresses[spec.peers[i]] = data_addresses[i];
+    const std::uint32_t dim = spec.dim;
+    if (!s->runners[dim]->start_line(spec)) return;
+    s->update_links();
+    s->resume_waiting(dim);
+  });
+}
+
+void Endpoint::drop_lines(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than) {
+  asio::post(service_->context(), [s = state_, older_than] {
+    if (s->closed) return;
+    for (auto& r : s->runners) r->drop_line(older_than);
+    s->update_links();
+  });
+}
+
+void Endpoint::start_round(const allreduce::RoundKey& key) {
+  asio::post(service_->context(), [s = state_, key] {
+    if (!s->closed && key.dim < kMaxLineDims) s->runners[key.dim]->start_round(key);
+  });
+}
+
+void Endpoint::deadline(const allreduce::RoundKey& key) {
+  asio::post(service_->context(), [s = state_, key] {
+    if (!s->closed && key.dim < kMaxLineDims) s->runners[key.dim]->deadline(key);
+  });
+}
+
+const DimensionCounters& Endpoint::counters(std::uint32_t dim) const { return state_->counters[dim]; }
+
+std::uint64_t Endpoint::links_refused() const { return state_->refused.load(); }
+
+void Endpoint::close() {
+  if (!state_) return;
+  asio::post(service_->context(), [s = state_] { s->close(); });
+}
+
+// -- the service -------------------------------------------------------------------------------------------------
+
+// The acceptor's half of dataplane/handshake.hpp: which node the dialer wants, and whether it holds the token.
+struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
+  AcceptorHandshake(Service::Impl& service, tcp::socket s)
+      : service(service), socket(std::move(s)), timer(socket.get_executor()) {}
+
+  void run() {
+    timer.expires_after(kHandshakeTimeout);
+    timer.async_wait([self = shared_from_this()](std::error_code e) {
+      if (!e) self->socket.close();
+    });
+    asio::async_read(socket, asio::buffer(hello_bytes),
+                     [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
+  }
+
+  void on_hello(std::error_code e) {
+    if (e) return end();
+    auto hello = decode_hello(hello_bytes);
+    if (!hello) return end();  // not ours: a stranger gets no answer
+    this->hello = hello.value();
+    Challenge challenge;
+    endpoint = service.endpoint(this->hello.to_node);
+    if (this->hello.protocol != kDataProtocol)
+      challenge.refusal = Refusal::protocol;
+    else if (!endpoint)
+      challenge.refusal = Refusal::unknown_node;
+    if (challenge.refusal == Refusal::none) {
+      challenge.nonce = nonce = make_nonce();
+      challenge.mac = acceptor_mac(endpoint->setup.mac, this->hello.nonce, this->hello.from_node, this->hello.to_node);
+    }
+    encode(challenge, std::span<std::byte, kChallengeBytes>(challenge_bytes));
+    const bool go_on = challenge.refusal == Refusal::none;
+    asio::async_write(socket, asio::buffer(challenge_bytes),
+                      [self = shared_from_this(), go_on](std::error_code e, std::size_t) {
+                        if (e || !go_on) return self->end();
+                        asio::async_read(self->socket, asio::buffer(self->proof_bytes),
+                                         [self](std::error_code e, std::size_t) { self->on_proof(e); });
+                      });
+  }
+
+  void on_proof(std::error_code e) {
+    if (e) return end();
+    auto proof = decode_proof(proof_bytes);
+    Verdict verdict;
+    if (!proof || !equal_macs(proof.value().mac,
+                              dialer_mac(endpoint->setup.mac, nonce, hello.from_node, hello.to_node))) {
+      verdict.refusal = Refusal::bad_proof;
+      ++endpoint->refused;
+      spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: it does not hold the cluster "
+                   "token",
+                   hello.to_node, hello.from_node);
+    }
+    encode(verdict, std::span<std::byte, kVerdictBytes>(verdict_bytes));
+    asio::async_write(socket, asio::buffer(verdict_bytes),
+                      [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
+                        self->timer.cancel();
+                        if (e || !ok || self->endpoint->closed) return self->end();
+                        self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket));
+                      });
+  }
+
+  void end() {
+    timer.cancel();
+    std::error_code ignored;
+    socket.close(ignored);
+  }
+
+  Service::Impl& service;
+  tcp::socket socket;
+  asio::steady_timer timer;
+  Hello hello;
+  Nonce nonce{};
+  std::shared_ptr<EndpointState> endpoint;
+  std::array<std::byte, kHelloBytes> hello_bytes{};
+  std::array<std::byte, kChallengeBytes> challenge_bytes{};
+  std::array<std::byte, kProofBytes> proof_bytes{};
+  std::array<std::byte, kVerdictBytes> verdict_bytes{};
+};
+
+void Service::Impl::accept() {
+  acceptor->async_accept([this](std::error_code e, tcp::socket s) {
+    if (stopped) return;
+    if (!e) std::make_shared<AcceptorHandshake>(*this, std::move(s))->run();
+    if (e != asio::error::operation_aborted) accept();
+  });
+}
+
+Service::Service(ServiceOptions options) : options_(std::move(options)), impl_(std::make_unique<Impl>(*this)) {}
+
+Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
+  std::shared_ptr<Service> service(new Service(std::move(options)));
+  const ServiceOptions& o = service->options_;
+  if (o.listen) {
+    std::error_code e;
+    const auto host = asio::ip::make_address(o.host, e);
+    if (e) return Error{.message = "data plane: cannot listen on " + o.host + ": not an IP address"};
+    tcp::acceptor acceptor(service->io_);
+    const tcp::endpoint at(host, o.port);
+    acceptor.open(at.protocol(), e);
+    if (!e) acceptor.set_option(tcp::acceptor::reuse_address(true), e);
+    if (!e) acceptor.bind(at, e);
+    if (!e) acceptor.listen(asio::socket_base::max_listen_connections, e);
+    if (e)
+      return Error{.message = "data plane: cannot listen on " + o.host + ":" + std::to_string(o.port) + ": " +
+                              e.message()};
+    const auto bound = acceptor.local_endpoint();
+    service->address_ = o.host + ":" + std::to_string(bound.port());
+    service->impl_->acceptor.emplace(std::move(acceptor));
+    service->impl_->accept();
+  }
+  service->work_.emplace(asio::make_work_guard(service->io_));
+  if (o.own_thread) service->thread_ = std::thread([s = service.get()] { s->io_.run(); });
+  return service;
+}
+
+Service::~Service() { stop(); }
+
+void Service::stop() {
+  if (!work_) return;
+  asio::post(io_, [this] {
+    impl_->stopped = true;
+    if (impl_->acceptor) impl_->acceptor->close();
+    for (auto& [id, weak] : std::map(impl_->endpoints))
+      if (auto e = weak.lock()) e->close();
+  });
+  work_.reset();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    io_.poll();
+  }
+  io_.stop();
+}
+
+std::unique_ptr<Endpoint> Service::add_endpoint(EndpointSetup setup) {
+  auto state = std::make_shared<EndpointState>(*impl_, std::move(setup));
+  asio::post(io_, [impl = impl_.get(), state] {
+    if (!impl->stopped) impl->endpoints[state->setup.node_id] = state;
+  });
+  return std::make_unique<Endpoint>(shared_from_this(), std::move(state));
+}
+
+std::size_t Service::poll() {
+  std::size_t ran = 0;
+  while (const std::size_t n = io_.poll()) ran += n;
+  io_.restart();
+  return ran;
+}
+
+}  // namespace gridtrain::dataplane

@@ -1,0 +1,125 @@
+#pragma once
+// Service: the data plane of one process. One thread, one listening port, and the nodes of the process
+// (Endpoint) with their lines' rounds and their connections to their line peers.
+//
+// A round's chunks travel here, not through CAF: over one TCP connection per pair of line peers (a Link), framed
+// as dataplane/frame.hpp says, written straight from the Round's buffers (gather writes) and read straight into
+// them; so control messages never queue behind bulk data, and nothing is serialized or copied on the way. A peer
+// in the same process is reached through memory instead (a copy into a posted delivery), which is how in-process
+// clusters (tests, the scale benchmark) run the same rounds.
+//
+// Connections: of each pair of nodes the lower id dials the higher one's data address; the handshake
+// (dataplane/handshake.hpp) proves the cluster token both ways. A link lives while some line of its node includes
+// the peer; a dialer redials a lost link with backoff while it is wanted.
+// Pacing: frames wait in their link's queue (headers and pointers only, no copies); a link writes while its socket
+// takes bytes, so TCP's flow control is the back pressure, and a slow or stopped peer costs no memory beyond its
+// socket buffers: its queue holds references to round buffers that exist anyway, and a round that moves on drops
+// its frames not yet begun.
+//
+//   auto service = Service::start({.host = "10.0.0.5"}).value();
+//   auto endpoint = service->add_endpoint({.node_id = id, .model = ..., .mac = ..., .on_event = ...});
+//   endpoint->start_line(spec, data_addresses);   // from the control plane's StartLine
+//   endpoint->start_round(key);                   // from its StartRound
+//
+// Endpoint's calls are thread-safe: they post work to the service's thread, which calls on_event.
+
+#include <asio.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "base/result.hpp"
+#include "dataplane/handshake.hpp"
+#include "dataplane/line_runner.hpp"
+
+namespace gridtrain::dataplane {
+
+// The most grid dimensions one node runs lines in.
+inline constexpr std::uint32_t kMaxLineDims = 8;
+
+struct ServiceOptions {
+  std::string host = "127.0.0.1";  // where to listen: the node's advertised host
+  std::uint16_t port = 0;           // 0: a free one
+  bool listen = true;               // false: in-process peers only (deterministic tests)
+  bool own_thread = true;           // false: the owner runs it with poll() (deterministic tests)
+  int socket_buffer_bytes = 0;      // SO_SNDBUF and SO_RCVBUF of every data connection; 0: the kernel's autotuning
+};
+
+struct EndpointSetup {
+  std::uint64_t node_id = 0;
+  ModelAccess model;
+  MacFunction mac;                                   // HMAC-SHA-256 under this node's cluster token
+  std::function<void(const RoundEvent&)> on_event;  // called on the service's thread
+};
+
+class Service;
+struct EndpointState;
+
+// One node's data plane. Thread-safe; the work runs on the service's thread.
+class Endpoint {
+ public:
+  Endpoint(std::shared_ptr<Service> service, std::shared_ptr<EndpointState> state);
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+  ~Endpoint();  // close()
+
+  std::uint64_t node_id() const;
+  // The line of dimension spec.dim, with each peer's data address (host:port) in peer-index order.
+  void start_line(LineSpec spec, std::vector<std::string> data_addresses);
+  // No lines (the node lost the cluster); with a version, only those older than it.
+  void drop_lines(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
+  void start_round(const allreduce::RoundKey& key);
+  void deadline(const allreduce::RoundKey& key);
+  // What dimension `dim` counted so far. REQUIRES: dim < kMaxLineDims.
+  const DimensionCounters& counters(std::uint32_t dim) const;
+  // Frames that could not be read because they were refused (lengths no line of ours has) or the handshake failed.
+  std::uint64_t links_refused() const;
+  // The node ends: its lines and links go; no event comes after this returns... once the service has run it.
+  void close();
+
+ private:
+  std::shared_ptr<Service> service_;
+  std::shared_ptr<EndpointState> state_;
+};
+
+class Service : public std::enable_shared_from_this<Service> {
+ public:
+  // Listens (unless options.listen is false) and starts the thread (unless options.own_thread is false). Errors:
+  // the address cannot be bound.
+  static Result<std::shared_ptr<Service>> start(ServiceOptions options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // host:port of the listening socket; "" when it does not listen.
+  std::string address() const { return address_; }
+  std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
+  // Without a thread of its own: runs the handlers that are ready, and returns how many ran.
+  std::size_t poll();
+  // Stops the thread and closes every connection; endpoints do nothing after this.
+  void stop();
+
+  asio::io_context& context() { return io_; }
+  const ServiceOptions& options() const { return options_; }
+
+  // The service's own state, used by its links and endpoints (service.cpp).
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit Service(ServiceOptions options);
+
+  ServiceOptions options_;
+  asio::io_context io_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  std::unique_ptr<Impl> impl_;
+  std::string address_;
+  std::thread thread_;
+};
+
+}  // namespace gridtrain::dataplane

@@ -1,0 +1,261 @@
+// LineRunner: the rounds of a line as the data plane runs them, over a wire the test drives frame by frame.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "allreduce/elastic_update.hpp"
+#include "dataplane/line_runner.hpp"
+
+using namespace gridtrain;
+using namespace gridtrain::dataplane;
+
+namespace {
+
+struct Frame {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  FrameHeader header;
+  std::vector<float> payload;
+  SlotTag tag;
+  const float* source = nullptr;  // where the runner's payload lay: its Round's buffers
+};
+
+// The frames in flight between the nodes of the test, first in, first out.
+struct Wire {
+  std::deque<Frame> frames;
+  std::size_t retired = 0;
+};
+
+// One node: its model, its runner, and an Outbox onto the wire.
+struct TestNode : Outbox {
+  TestNode(std::uint64_t id, Wire& wire, std::vector<float> values) : id(id), wire(wire), model(std::move(values)) {
+    access.floats = model.size();
+    access.fetch = [this](std::span<float> into) { std::copy(model.begin(), model.end(), into.begin()); };
+    access.update = [this](const allreduce::Round& round, float alpha) {
+      allreduce::elastic_update(model, 0, round, alpha);
+    };
+    runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
+                                          counters);
+  }
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override {
+    wire.frames.push_back({id, node, header, {payload.begin(), payload.end()}, tag, payload.data()});
+  }
+  void retire(SlotTag tag) override {
+    const auto before = wire.frames.size();
+    std::erase_if(wire.frames, [&](const Frame& f) { return f.from == id && f.tag == tag; });
+    wire.retired += before - wire.frames.size();
+  }
+  std::size_t done() const {
+    return static_cast<std::size_t>(
+        std::count_if(events.begin(), events.end(), [](const RoundEvent& e) { return e.kind == RoundEvent::Kind::done; }));
+  }
+
+  std::uint64_t id;
+  Wire& wire;
+  std::vector<float> model;
+  ModelAccess access;
+  DimensionCounters counters;
+  std::vector<RoundEvent> events;
+  std::unique_ptr<LineRunner> runner;
+};
+
+allreduce::RoundConfig exact(std::uint32_t chunk) {
+  allreduce::RoundConfig c;
+  c.quorum = allreduce::QuorumMode::fraction;
+  c.reduce_threshold = c.complete_threshold = c.advance_threshold = 1;
+  c.elastic_rate = 1;
+  c.max_chunk_floats = chunk;
+  return c;
+}
+
+// p nodes with ids 10, 20, ...; node i's model holds 100·i + index.
+struct Line {
+  Line(std::uint32_t p, std::size_t floats, allreduce::RoundConfig config, std::uint32_t in_flight = 2) {
+    for (std::uint32_t i = 0; i < p; ++i) {
+      std::vector<float> values(floats);
+      for (std::size_t j = 0; j < floats; ++j) values[j] = static_cast<float>(100 * i + j);
+      nodes.push_back(std::make_unique<TestNode>(10 * (i + 1), wire, std::move(values)));
+    }
+    spec.epoch = 1;
+    spec.layout_version = 5;
+    spec.dim = 0;
+    spec.line = 3;
+    for (auto& n : nodes) spec.peers.push_back(n->id);
+    spec.round = config;
+    spec.rounds_in_flight = in_flight;
+    for (std::uint32_t i = 0; i < p; ++i) start_line(i, spec);
+  }
+  void start_line(std::uint32_t i, LineSpec s) {
+    s.self_index = i;
+    CHECK(nodes[i]->runner->start_line(std::move(s)));
+  }
+  allreduce::RoundKey key(std::uint64_t round) const {
+    return {.epoch = spec.epoch, .layout_version = spec.layout_version, .dim = 0, .line = spec.line, .round = round};
+  }
+  TestNode& by_id(std::uint64_t id) {
+    return **std::find_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n->id == id; });
+  }
+  // Lands one frame as a link would: the header first, then the payload where the runner said.
+  Landing::Kind deliver(const Frame& f) {
+    TestNode& to = by_id(f.to);
+    const Landing landing = to.runner->land(f.from, f.header);
+    if (landing.kind == Landing::Kind::result) {
+      REQUIRE(landing.into.size() == f.payload.size());
+      std::copy(f.payload.begin(), f.payload.end(), landing.into.begin());
+    }
+    if (landing.kind == Landing::Kind::result || landing.kind == Landing::Kind::scratch)
+      to.runner->landed(f.header, landing, f.payload);
+    if (landing.kind == Landing::Kind::wait) waiting.push_back(f);
+    return landing.kind;
+  }
+  void deliver_all() {
+    while (!wire.frames.empty()) {
+      Frame f = std::move(wire.frames.front());
+      wire.frames.pop_front();
+      deliver(f);
+    }
+  }
+  void round(std::uint64_t r) {
+    for (auto& n : nodes) n->runner->start_round(key(r));
+    deliver_all();
+  }
+
+  Wire wire;
+  std::vector<std::unique_ptr<TestNode>> nodes;
+  LineSpec spec;
+  std::vector<Frame> waiting;
+};
+
+}  // namespace
+
+TEST_CASE("a line of three runs a round to the exact mean, and each node tells that it is done") {
+  Line line(3, 10, exact(2));
+  line.round(1);
+  for (auto& n : line.nodes) {
+    CAPTURE(n->id);
+    for (std::size_t j = 0; j < 10; ++j) CHECK(n->model[j] == static_cast<float>(100 + j));
+    REQUIRE(n->done() == 1);
+    CHECK(n->events[0].key == line.key(1));
+    CHECK(n->events[0].chunks_missing == 0);
+    CHECK(n->counters.rounds_done == 1);
+  }
+  // Every float goes to its block's owner from the 2 others, and its mean back to those 2: 40 floats received.
+  std::uint64_t received = 0;
+  for (auto& n : line.nodes) received += n->counters.bytes_received;
+  CHECK(received == 40 * sizeof(float));
+}
+
+TEST_CASE("round after round runs in the same buffers: round 5's frames come from where round 1's came from") {
+  Line line(3, 12, exact(4), 2);
+  std::vector<std::set<const float*>> sources(7);  // per round: where its frames' payloads lay
+  for (std::uint64_t r = 1; r <= 6; ++r) {
+    for (auto& n : line.nodes) n->runner->start_round(line.key(r));
+    for (const Frame& f : line.wire.frames) sources[r].insert(f.source);
+    line.deliver_all();
+    for (auto& n : line.nodes) CHECK(n->done() == r);
+  }
+  // Two slots, one Round each, allocated once: rounds 1, 3 and 5 sent from the same memory, 2, 4 and 6 likewise.
+  CHECK_FALSE(sources[1].empty());
+  CHECK(sources[1] == sources[3]);
+  CHECK(sources[3] == sources[5]);
+  CHECK(sources[2] == sources[4]);
+  CHECK(sources[4] == sources[6]);
+  CHECK(sources[1] != sources[2]);
+}
+
+TEST_CASE("a newer round of a slot finishes the older one, whose frames not yet sent are dropped") {
+  Line line(3, 6, exact(2), 1);
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  // Node 30's frames never arrive; round 2 reaches everyone from node 10 first.
+  std::erase_if(line.wire.frames, [](const Frame& f) { return f.from == 30; });
+  line.deliver_all();
+  CHECK(line.nodes[0]->done() == 0);
+  line.nodes[0]->runner->start_round(line.key(2));
+  line.deliver_all();
+  // Nodes 20 and 30 caught up: round 1 finished with what it had, round 2 started when its first frame came.
+  CHECK(line.nodes[1]->counters.caught_up == 1);
+  CHECK(line.nodes[1]->done() >= 1);
+  const auto started = std::count_if(line.nodes[1]->events.begin(), line.nodes[1]->events.end(),
+                                     [](const RoundEvent& e) { return e.kind == RoundEvent::Kind::started; });
+  CHECK(started == 1);
+  for (auto& n : line.nodes) CHECK(n->done() == 2);
+}
+
+TEST_CASE("frames of an older version are drained and counted; a newer version's wait for its line") {
+  Line line(2, 4, exact(2));
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  Frame old = line.wire.frames.front();
+  line.deliver_all();
+  // A newer layout version: node 10 has it, node 20 not yet.
+  LineSpec next = line.spec;
+  next.layout_version = 6;
+  line.start_line(0, next);
+  allreduce::RoundKey newer = line.key(1);
+  newer.layout_version = 6;
+  line.nodes[0]->runner->start_round(newer);
+  const Frame early = line.wire.frames.front();
+  CHECK(line.deliver(early) == Landing::Kind::wait);
+  CHECK(line.nodes[1]->counters.stale_dropped == 0);
+  line.start_line(1, next);
+  CHECK(line.deliver(early) != Landing::Kind::wait);
+  // Now round 1 of version 5 is stale at node 20.
+  CHECK(line.deliver(old) == Landing::Kind::drain);
+  CHECK(line.nodes[1]->counters.stale_dropped == 1);
+}
+
+TEST_CASE("a frame that names another peer's index, or is longer than any chunk of the line, is not read") {
+  Line line(3, 6, exact(2));
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  Frame f = line.wire.frames.front();  // from node 10, index 0
+  Frame forged = f;
+  forged.from = 20;  // node 20 claims index 0
+  forged.to = f.to == 20 ? 30 : f.to;
+  CHECK(line.deliver(forged) == Landing::Kind::drain);
+  CHECK(line.by_id(forged.to).counters.malformed == 1);
+  Frame huge = f;
+  huge.header.length = 1u << 31;
+  CHECK(line.by_id(huge.to).runner->land(huge.from, huge.header).kind == Landing::Kind::refuse);
+}
+
+TEST_CASE("in timeout mode a silent peer holds a round only until the actors say its deadline passed") {
+  allreduce::RoundConfig c = exact(2);
+  c.quorum = allreduce::QuorumMode::timeout;
+  c.reduce_threshold = c.complete_threshold = 0.5;
+  c.quorum_timeout_ms = 200;
+  Line line(3, 6, c);
+  // Node 30 is cut off: nothing reaches it, nothing comes from it.
+  auto deliver_but_30 = [&] {
+    while (!line.wire.frames.empty()) {
+      Frame f = std::move(line.wire.frames.front());
+      line.wire.frames.pop_front();
+      if (f.to != 30 && f.from != 30) line.deliver(f);
+    }
+  };
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(1));
+  deliver_but_30();
+  CHECK(line.nodes[0]->done() == 0);
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->deadline(line.key(1));
+  deliver_but_30();
+  for (std::uint32_t i = 0; i < 2; ++i) CHECK(line.nodes[i]->done() == 1);
+  CHECK(line.nodes[0]->counters.quorum_shortfalls == 1);
+}
+
+TEST_CASE("a new line drops the old line's rounds without an update, and its queued frames") {
+  Line line(2, 4, exact(2));
+  line.nodes[0]->runner->start_round(line.key(1));
+  const std::vector<float> fetched = line.nodes[0]->model;
+  CHECK_FALSE(line.wire.frames.empty());
+  LineSpec next = line.spec;
+  next.layout_version = 6;
+  line.start_line(0, next);
+  CHECK(line.wire.frames.empty());
+  CHECK(line.wire.retired > 0);
+  CHECK(line.nodes[0]->counters.abandoned == 1);
+  CHECK(line.nodes[0]->model == fetched);
+  CHECK_FALSE(line.nodes[0]->runner->start_line(line.spec));  // older: ignored
+}

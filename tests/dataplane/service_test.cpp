@@ -1,0 +1,175 @@
+// The data plane over real loopback TCP: two Services, as two processes have them, each on its own thread.
+#include <doctest/doctest.h>
+
+#include <asio.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "allreduce/elastic_update.hpp"
+#include "dataplane/service.hpp"
+
+using namespace gridtrain;
+using namespace gridtrain::dataplane;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A stand-in for HMAC-SHA-256 under a token: what matters here is that another token gives another MAC.
+MacFunction keyed(std::uint8_t key) {
+  return [key](std::span<const std::byte> message) {
+    Mac mac{};
+    for (std::size_t i = 0; i < message.size(); ++i)
+      mac[i % mac.size()] ^= static_cast<std::byte>(std::to_integer<std::uint8_t>(message[i]) * 31 + key + i);
+    return mac;
+  };
+}
+
+// One node: a model of `floats` floats holding base + index, its endpoint, and the rounds it finished.
+struct Node {
+  Node(Service& service, std::uint64_t id, std::size_t floats, float base, std::uint8_t token = 1) : model(floats) {
+    for (std::size_t j = 0; j < floats; ++j) model[j] = base + static_cast<float>(j % 1000);
+    EndpointSetup setup;
+    setup.node_id = id;
+    setup.model.floats = floats;
+    setup.model.fetch = [this](std::span<float> into) {
+      std::lock_guard<std::mutex> hold(lock);
+      std::copy(model.begin(), model.end(), into.begin());
+    };
+    setup.model.update = [this](const allreduce::Round& round, float alpha) {
+      std::lock_guard<std::mutex> hold(lock);
+      allreduce::elastic_update(model, 0, round, alpha);
+    };
+    setup.mac = keyed(token);
+    setup.on_event = [this](const RoundEvent& e) {
+      std::lock_guard<std::mutex> hold(lock);
+      if (e.kind == RoundEvent::Kind::done) ++done;
+      changed.notify_all();
+    };
+    endpoint = service.add_endpoint(std::move(setup));
+  }
+  bool wait_done(std::uint64_t rounds, std::chrono::seconds within = 20s) {
+    std::unique_lock<std::mutex> hold(lock);
+    return changed.wait_for(hold, within, [&] { return done >= rounds; });
+  }
+  std::vector<float> read() {
+    std::lock_guard<std::mutex> hold(lock);
+    return model;
+  }
+
+  std::mutex lock;
+  std::condition_variable changed;
+  std::vector<float> model;
+  std::uint64_t done = 0;
+  std::unique_ptr<Endpoint> endpoint;
+};
+
+allreduce::RoundConfig exact() {
+  allreduce::RoundConfig c;
+  c.quorum = allreduce::QuorumMode::fraction;
+  c.reduce_threshold = c.complete_threshold = c.advance_threshold = 1;
+  c.elastic_rate = 1;
+  c.max_chunk_floats = 65536;
+  return c;
+}
+
+std::shared_ptr<Service> service() {
+  auto s = Service::start({});
+  REQUIRE(s.ok());
+  return s.value();
+}
+
+// Starts a line of `nodes` (in that order) on every one of them.
+void start_line(const std::vector<Node*>& nodes, const std::vector<std::string>& addresses, std::uint64_t version,
+                allreduce::RoundConfig config = exact()) {
+  LineSpec spec;
+  spec.epoch = 1;
+  spec.layout_version = version;
+  spec.line = 7;
+  for (Node* n : nodes) spec.peers.push_back(n->endpoint->node_id());
+  spec.round = config;
+  spec.rounds_in_flight = 2;
+  for (std::uint32_t i = 0; i < nodes.size(); ++i) {
+    spec.self_index = i;
+    nodes[i]->endpoint->start_line(spec, addresses);
+  }
+}
+
+allreduce::RoundKey key(std::uint64_t version, std::uint64_t round) {
+  return {.epoch = 1, .layout_version = version, .dim = 0, .line = 7, .round = round};
+}
+
+}  // namespace
+
+TEST_CASE("two processes' data planes run rounds over TCP to the exact mean, round after round") {
+  auto a = service(), b = service();
+  Node n1(*a, 1, 300000, 0.0f), n2(*b, 2, 300000, 10.0f);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  for (std::uint64_t r = 1; r <= 20; ++r) {
+    n1.endpoint->start_round(key(3, r));
+    n2.endpoint->start_round(key(3, r));
+    REQUIRE(n1.wait_done(r));
+    REQUIRE(n2.wait_done(r));
+  }
+  const auto m1 = n1.read(), m2 = n2.read();
+  CHECK(m1 == m2);
+  for (std::size_t j = 0; j < m1.size(); j += 997) CHECK(m1[j] == 5.0f + static_cast<float>(j % 1000));
+  const DimensionCounters& c = n1.endpoint->counters(0);
+  CHECK(c.rounds_done == 20);
+  // Each round: half the model out as our values, half out as means; and as much in.
+  CHECK(c.bytes_sent == 20 * 300000 * sizeof(float));
+  CHECK(c.bytes_received == 20 * 300000 * sizeof(float));
+  CHECK(c.frames_unsent == 0);
+  CHECK(c.malformed == 0);
+}
+
+TEST_CASE("a peer without the cluster token is refused, and no round runs with it") {
+  auto a = service(), b = service();
+  Node n1(*a, 1, 1000, 0.0f, 1), n2(*b, 2, 1000, 10.0f, 2);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  n1.endpoint->start_round(key(3, 1));
+  n2.endpoint->start_round(key(3, 1));
+  CHECK_FALSE(n1.wait_done(1, 2s));
+  CHECK(n1.endpoint->links_refused() + n2.endpoint->links_refused() > 0);
+  CHECK(n1.read()[0] == 0.0f);
+  CHECK(n2.read()[0] == 10.0f);
+}
+
+TEST_CASE("random bytes on the data port, and a frame too long for any line, leave the service running") {
+  auto a = service(), b = service();
+  Node n1(*a, 1, 1000, 0.0f), n2(*b, 2, 1000, 10.0f);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  {
+    // A stranger: garbage, then a hello for a node that is not there.
+    asio::io_context io;
+    asio::ip::tcp::socket s(io);
+    const auto colon = b->address().rfind(':');
+    s.connect({asio::ip::make_address("127.0.0.1"),
+               static_cast<std::uint16_t>(std::stoi(b->address().substr(colon + 1)))});
+    std::vector<std::byte> garbage(4096);
+    for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<std::byte>(i * 7919 >> 3);
+    std::error_code ignored;
+    asio::write(s, asio::buffer(garbage), ignored);
+    s.close();
+  }
+  n1.endpoint->start_round(key(3, 1));
+  n2.endpoint->start_round(key(3, 1));
+  REQUIRE(n1.wait_done(1));
+  REQUIRE(n2.wait_done(1));
+  CHECK(n2.read()[0] == 5.0f);
+}
+
+TEST_CASE("a line of nodes in one process runs its rounds through memory") {
+  auto s = service();
+  Node n1(*s, 1, 5000, 0.0f), n2(*s, 2, 5000, 10.0f), n3(*s, 3, 5000, 20.0f);
+  start_line({&n1, &n2, &n3}, {"", "", ""}, 4);
+  for (std::uint64_t r = 1; r <= 3; ++r) {
+    for (Node* n : {&n1, &n2, &n3}) n->endpoint->start_round(key(4, r));
+    for (Node* n : {&n1, &n2, &n3}) REQUIRE(n->wait_done(r));
+  }
+  CHECK(n1.read() == n3.read());
+  CHECK(n2.read()[1] == 11.0f);
+}
