@@ -1,15 +1,13 @@
 #include "actors/dimension_node.hpp"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <tuple>
 
 #include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
-#include "actors/worker.hpp"
+#include "actors/token_proof.hpp"
+#include "allreduce/elastic_update.hpp"
 #include "allreduce/partition.hpp"
 
 namespace gridtrain::actors {
@@ -18,18 +16,7 @@ namespace {
 
 using Self = caf::stateful_actor<DimensionNodeState>*;
 
-enum class Route { now, early, stale, foreign };
-
-Route classify(const DimensionNodeState& s, const allreduce::RoundKey& key) {
-  if (key.dim != s.setup.dim) return Route::foreign;
-  if (!s.line) return Route::early;
-  const auto incoming = std::tie(key.epoch, key.layout_version);
-  const auto current = std::tie(s.line->epoch, s.line->layout_version);
-  if (incoming < current) return Route::stale;
-  if (current < incoming) return Route::early;
-  if (s.line_lost) return Route::stale;
-  return key.line == s.line->line ? Route::now : Route::foreign;
-}
+static_assert(kDimsOffered <= dataplane::kMaxLineDims, "the data plane runs a line in every dimension offered");
 
 DimensionStats stats_of(const DimensionNodeState& s) {
   DimensionStats out;
@@ -40,53 +27,45 @@ DimensionStats stats_of(const DimensionNodeState& s) {
     out.peers = static_cast<std::uint32_t>(s.line->peers.size());
   }
   out.rounds = s.own;
-  for (const auto& w : s.worker_stats) out.rounds += w;
+  const dataplane::DimensionCounters& c = s.setup.data->counters(s.setup.dim);
+  out.rounds.rounds_done += c.rounds_done;
+  out.rounds.caught_up += c.caught_up;
+  out.rounds.abandoned += c.abandoned;
+  out.rounds.stale_dropped += c.stale_dropped;
+  out.rounds.malformed += c.malformed;
+  out.rounds.quorum_shortfalls += c.quorum_shortfalls;
+  out.rounds.bytes_sent += c.bytes_sent;
+  out.rounds.bytes_received += c.bytes_received;
+  out.rounds.frames_unsent += c.frames_unsent;
   return out;
 }
 
-// The floats a round message carries.
-std::size_t payload_floats(const caf::message& m) {
-  if (m.match_element<ScatterChunk>(0)) return m.get_as<ScatterChunk>(0).data.values.size();
-  if (m.match_element<ReducedChunk>(0)) return m.get_as<ReducedChunk>(0).data.values.size();
-  return 0;
+// Whether `key` is a round of the line we hold now.
+bool current(const DimensionNodeState& s, const allreduce::RoundKey& key) {
+  return s.line && !s.line_lost && key.dim == s.setup.dim && key.line == s.line->line &&
+         std::tie(key.epoch, key.layout_version) == std::tie(s.line->epoch, s.line->layout_version);
 }
 
-// Where a round message goes, by its key; `message` is the whole message, passed on without copying its floats.
-void route(Self self, const allreduce::RoundKey& key, caf::message message) {
-  auto& s = self->state;
-  switch (classify(s, key)) {
-    case Route::now:
-      self->send(s.workers[key.round % s.line->settings.rounds_in_flight], std::move(message));
-      return;
-    case Route::early: {
-      const std::size_t floats = payload_floats(message);
-      if (floats > s.setup.store->size()) {
-        log_dropped("dimension_node", s.own.malformed, "a chunk longer than the model");
-        return;
-      }
-      s.own.early_dropped += s.early.hold(key, floats, std::move(message));
-      return;
-    }
-    case Route::stale:
-      ++s.own.stale_dropped;
-      return;
-    case Route::foreign:
-      log_dropped("dimension_node", s.own.malformed,
-                  "a round message for dim " + std::to_string(key.dim) + " line " + std::to_string(key.line));
-      return;
+// In timeout quorum mode, the round's deadline: the data plane is told when it has passed.
+void arm_deadline(Self self, const allreduce::RoundKey& key) {
+  const allreduce::RoundConfig& round = self->state.line->settings.round;
+  if (round.quorum == allreduce::QuorumMode::timeout)
+    self->delayed_send(self, std::chrono::milliseconds(round.quorum_timeout_ms), deadline_atom::value, key);
+}
+
+dataplane::LineSpec line_spec(const DimensionNodeState& s, const StartLine& line) {
+  dataplane::LineSpec spec;
+  spec.epoch = line.epoch;
+  spec.layout_version = line.layout_version;
+  spec.dim = line.dim;
+  spec.line = line.line;
+  for (std::uint32_t i = 0; i < line.peers.size(); ++i) {
+    spec.peers.push_back(line.peers[i].node_id);
+    if (line.peers[i].node_id == s.setup.node_id) spec.self_index = i;
   }
-}
-
-// Routes the message being handled, whose key is `key`, without copying its floats.
-void pass_on(Self self, allreduce::RoundKey key) {
-  route(self, key, self->current_mailbox_element()->move_content_to_message());
-}
-
-const allreduce::RoundKey* key_of(const caf::message& m) {
-  if (m.match_element<StartRound>(0)) return &m.get_as<StartRound>(0).key;
-  if (m.match_element<ScatterChunk>(0)) return &m.get_as<ScatterChunk>(0).key;
-  if (m.match_element<ReducedChunk>(0)) return &m.get_as<ReducedChunk>(0).key;
-  return nullptr;
+  spec.round = line.settings.round;
+  spec.rounds_in_flight = line.settings.rounds_in_flight;
+  return spec;
 }
 
 // Whether `line` can be ours: it comes off the wire, so nothing in it is taken on trust.
@@ -116,11 +95,28 @@ Status check_line(const DimensionNodeState& s, const StartLine& line) {
 
 }  // namespace
 
+dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<learner::ParameterStore> store,
+                                        std::string token, std::shared_ptr<const std::vector<caf::actor>> routes) {
+  dataplane::EndpointSetup data;
+  data.node_id = node_id;
+  data.model.floats = store->size();
+  data.model.fetch = [store](std::span<float> into) { store->fetch(into); };
+  data.model.update = [store](const allreduce::Round& round, float alpha) {
+    store->update_each([&](std::size_t offset, std::span<float> values) {
+      allreduce::elastic_update(values, offset, round, alpha);
+    });
+  };
+  data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
+  data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {
+    if (e.key.dim < routes->size())
+      caf::anon_send((*routes)[e.key.dim], round_event_atom::value, static_cast<std::uint8_t>(e.kind), e.key,
+                     e.self_index, e.chunks_missing);
+  };
+  return data;
+}
+
 caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, DimensionNodeSetup setup) {
   self->state.setup = std::move(setup);
-  // 4N: the newest round whole (see EarlyBuffer); and room for a few rounds' StartRounds beside it.
-  self->state.early = allreduce::EarlyBuffer<caf::message>(allreduce::kRoundsInFlightRange.max,
-                                                           4 * self->state.setup.store->size() + 64);
   drop_unexpected(self);
   return {
       [self](const StartLine& line) {
@@ -135,46 +131,45 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         }
         s.line = line;
         s.line_lost = false;
-        while (s.workers.size() < line.settings.rounds_in_flight) {
-          const auto slot = static_cast<std::uint32_t>(s.workers.size());
-          s.workers.push_back(self->spawn<caf::linked>(
-              worker,
-              WorkerSetup{s.setup.dim, slot, s.setup.node_id, s.setup.store, caf::actor_cast<caf::actor>(self),
-                          s.setup.stall_limit}));
-          s.worker_stats.emplace_back();
-        }
-        // Every worker, also those beyond this line's k: each drops its round of the old line.
-        for (const auto& w : s.workers) self->send(w, line);
+        std::vector<std::string> data_addresses;
+        for (const auto& peer : line.peers) data_addresses.push_back(peer.data_address);
+        s.setup.data->start_line(line_spec(s, line), std::move(data_addresses));
+        // The LineMaster's StartRounds and our RoundDones go over CAF: a direct route, not a relay.
         for (const auto& peer : line.peers)
           connect_directly(self, s.setup.node_id, peer.node_id, peer.dimension_node, peer.address);
-        std::size_t superseded = 0;
-        std::vector<caf::message> early = s.early.release(line.epoch, line.layout_version, superseded);
-        s.own.early_dropped += superseded;
-        for (auto& m : early) {
-          const allreduce::RoundKey key = *key_of(m);  // before the message is moved into route()
-          route(self, key, std::move(m));
-        }
       },
-      // The key is copied before the message is taken out of the mailbox: `m` may not outlive the move.
-      [self](const StartRound& m) { pass_on(self, m.key); },
-      [self](const ScatterChunk& m) { pass_on(self, m.key); },
-      [self](const ReducedChunk& m) { pass_on(self, m.key); },
+      [self](const StartRound& m) {
+        auto& s = self->state;
+        if (!current(s, m.key)) {
+          ++s.own.stale_dropped;
+          return;
+        }
+        s.setup.data->start_round(m.key);
+        arm_deadline(self, m.key);
+      },
+      [self](deadline_atom, const allreduce::RoundKey& key) {
+        if (current(self->state, key)) self->state.setup.data->deadline(key);
+      },
+      [self](round_event_atom, std::uint8_t kind, const allreduce::RoundKey& key, std::uint32_t self_index,
+             std::uint32_t chunks_missing) {
+        auto& s = self->state;
+        if (!current(s, key)) return;
+        if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::done))
+          self->send(s.line->line_master, RoundDone{key, self_index, chunks_missing});
+        else
+          arm_deadline(self, key);
+      },
       [self](lost_atom) {
         auto& s = self->state;
         s.line_lost = true;
-        for (const auto& w : s.workers) self->send(w, lost_atom::value);
+        s.setup.data->drop_line(s.setup.dim);
       },
       [self](lost_atom, std::uint64_t epoch, std::uint64_t layout_version) {
         // Only a line older than the version the node was welcomed at: a line of that version may be here already.
         auto& s = self->state;
         if (!s.line || std::tie(s.line->epoch, s.line->layout_version) >= std::tie(epoch, layout_version)) return;
         s.line_lost = true;
-        for (const auto& w : s.workers) self->send(w, lost_atom::value);
-      },
-      [self](std::uint32_t slot, const RoundStats& stats) {
-        auto& s = self->state;
-        if (slot >= s.worker_stats.size()) return;
-        s.worker_stats[slot] = stats;
+        s.setup.data->drop_line(s.setup.dim, std::pair{epoch, layout_version});
       },
       [self](stats_atom) { return stats_of(self->state); },
   };

@@ -1,22 +1,24 @@
 #pragma once
-// DimensionNode: a node's member of its line in one grid dimension.
+// DimensionNode: a node's member of its line in one grid dimension: the control plane's side of that line. The
+// line's chunks travel over the node's data plane (dataplane::Endpoint), which runs its rounds.
 //
-// It keeps: the node's current line in this dimension (from the line's LineMaster) and k Workers, its children.
-// It reacts to: StartLine (checked: a line must contain us and agree with our ParameterStore), and round messages,
-// which it routes by round key: the current line's round r goes to Worker r % k; an older line's is dropped and
-// counted; a newer line's waits (bounded) for its StartLine, which may arrive after a fast peer's first chunk.
-// It tells: its Workers. Its node asks for its DimensionStats (stats_atom).
+// It keeps: the node's current line in this dimension (from the line's LineMaster).
+// It reacts to: StartLine (checked: a line must contain us and agree with our ParameterStore; then handed to the
+// data plane), StartRound (handed on; in timeout quorum mode it also arms the round's deadline, since the actors
+// keep every clock), the data plane's round events (a round done: RoundDone to the LineMaster; a round a peer's
+// frame started: its deadline), lost_atom (the node lost the cluster: no line).
+// It tells: the LineMaster (RoundDone), the data plane. Its node asks for its DimensionStats (stats_atom).
 
 #include <caf/all.hpp>
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "allreduce/early_buffer.hpp"
+#include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
 
 namespace gridtrain::actors {
@@ -25,7 +27,7 @@ struct DimensionNodeSetup {
   std::uint32_t dim = 0;
   std::uint64_t node_id = 0;
   std::shared_ptr<learner::ParameterStore> store;
-  std::chrono::milliseconds stall_limit{0};  // for its Workers: WorkerSetup::stall_limit
+  std::shared_ptr<dataplane::Endpoint> data;  // the node's data plane
 };
 
 struct DimensionNodeState {
@@ -36,14 +38,15 @@ struct DimensionNodeState {
   // The node lost the cluster: `line` is no longer ours (its version still tells stale messages apart), until
   // a StartLine of a newer version comes.
   bool line_lost = false;
-  std::vector<caf::actor> workers;
-  std::vector<RoundStats> worker_stats;
-  RoundStats own;  // drops at routing
-  // Messages of a line version we have not been told of, kept until its StartLine comes: at most the rounds a
-  // line can have open, and 4N floats, which keeps the newest round whole (allreduce/early_buffer.hpp).
-  allreduce::EarlyBuffer<caf::message> early{allreduce::kRoundsInFlightRange.max, 0};
+  RoundStats own;  // StartLines and StartRounds dropped here
   std::uint64_t bad_messages = 0;
 };
+
+// How a node opens its endpoint on the process's data plane: rounds fetch from and update `store` (the elastic
+// update), handshakes prove `token`, and round events go as round_event_atom to the DimensionNode of their
+// dimension in `routes`, which the node fills once it has spawned them (no line, hence no event, comes before).
+dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<learner::ParameterStore> store,
+                                        std::string token, std::shared_ptr<const std::vector<caf::actor>> routes);
 
 // Also answers stats_atom with its DimensionStats.
 caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, DimensionNodeSetup setup);

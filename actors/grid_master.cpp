@@ -63,7 +63,7 @@ void apply(Self self, const grid::LayoutDelta& delta) {
     const auto dim = static_cast<std::size_t>(line.id.dim);
     for (grid::NodeId id : line.members) {
       const auto& m = s.members.at(id);
-      start.peers.push_back({id, m.dimension_nodes[dim], m.address});
+      start.peers.push_back({id, m.dimension_nodes[dim], m.address, m.data_address});
     }
     self->send(s.members.at(line.master).line_masters[dim], std::move(start));
   }
@@ -84,7 +84,7 @@ GridState grid_state(const GridMasterState& s) {
               std::vector<std::uint64_t>(s.quorum_members.begin(), s.quorum_members.end())};
   for (int side : s.layout.shape()) g.shape.push_back(side);
   for (const auto& [id, m] : s.members) {
-    MemberState ms{{id, m.address, {}, {}}, m.node, m.dimension_nodes, m.line_masters};
+    MemberState ms{{id, m.address, {}, {}}, m.node, m.dimension_nodes, m.line_masters, m.data_address};
     if (s.layout.contains(id)) {
       for (int x : s.layout.coords(id)) ms.place.coords.push_back(x);
       for (int d = 0; d < s.layout.dims(); ++d)
@@ -229,8 +229,9 @@ void admit_join(Self self, const Join& join) {
     self->send(join.node, Reject{join.node_id, why});
     return;
   }
-  s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.node, join.dimension_nodes,
-                                                         join.line_masters, {}, 0, 0, self->clock().now()});
+  s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.data_address, join.node,
+                                                         join.dimension_nodes, join.line_masters, {}, 0, 0,
+                                                         self->clock().now()});
   self->monitor(join.node);
   // Its Join may have come through a seed: CAF would reach it through that node, and a death behind a relay is
   // not reliably reported (a killed member stayed in the grid for 20 s in CI). Of the two, the lower id dials;
@@ -315,8 +316,8 @@ void take_over(Self self) {
   s.layout_version = last.layout_version + 1;
   restore_layout(self);
   for (const auto& [id, vote] : s.votes) {
-    s.members.emplace(id, GridMasterState::Member{vote.address, vote.node, vote.dimension_nodes, vote.line_masters,
-                                                  {}, 0, 0, self->clock().now()});
+    s.members.emplace(id, GridMasterState::Member{vote.address, vote.data_address, vote.node, vote.dimension_nodes,
+                                                  vote.line_masters, {}, 0, 0, self->clock().now()});
     s.quorum_members.insert(id);  // each voted: it holds this cluster's state from now on
   }
   s.votes.clear();

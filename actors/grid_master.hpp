@@ -62,6 +62,7 @@ LineSettings line_settings(const config::Config& config, std::uint64_t model_flo
 struct GridMasterState {
   struct Member {
     std::string address;
+    std::string data_address;
     caf::actor node;
     std::vector<caf::actor> dimension_nodes;
     std::vector<caf::actor> line_masters;

@@ -79,8 +79,6 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<StartLine>("gridtrain::start_line")
       .add_message_type<StopLine>("gridtrain::stop_line")
       .add_message_type<StartRound>("gridtrain::start_round")
-      .add_message_type<ScatterChunk>("gridtrain::scatter_chunk")
-      .add_message_type<ReducedChunk>("gridtrain::reduced_chunk")
       .add_message_type<RoundDone>("gridtrain::round_done")
       .add_message_type<Placement>("gridtrain::placement")
       .add_message_type<MemberState>("gridtrain::member_state")

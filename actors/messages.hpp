@@ -11,8 +11,9 @@
 // The reports a node and the cluster give of themselves (RoundStats, NodeStats, GridView, ...) are plain structs in
 // reports.hpp, so that telemetry/ reads them without CAF; how they cross the wire is here.
 //
-// Every round message carries the full round key (epoch, layout_version, dim, line, round), so a worker can drop
-// stale messages and catch up on newer ones. Peers are sent once per layout version (StartLine), not per message.
+// The control plane only: the chunks of a round travel over the data plane (dataplane/), not here. Round control
+// (StartRound, RoundDone) carries the full round key (epoch, layout_version, dim, line, round). Peers are sent once
+// per layout version (StartLine), not per message.
 
 #include <caf/all.hpp>
 
@@ -47,7 +48,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 4;
+inline constexpr std::uint32_t protocol_version = 5;
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -85,7 +86,8 @@ typename Inspector::result_type inspect(Inspector& f, FloatPayload& x) {
 // LineMasters and tell them who their peers are.
 struct Join {
   std::uint64_t node_id = 0;
-  std::string address;  // advertised host:port
+  std::string address;       // advertised host:port
+  std::string data_address;  // host:port of its data plane ("" when its peers are in its process)
   std::uint64_t model_signature = 0;
   std::uint64_t model_floats = 0;
   std::uint32_t protocol = 0;
@@ -106,7 +108,8 @@ struct Join {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Join& x) {
-  return f(caf::meta::type_name("join"), x.node_id, x.address, x.model_signature, x.model_floats, x.protocol,
+  return f(caf::meta::type_name("join"), x.node_id, x.address, x.data_address, x.model_signature, x.model_floats,
+           x.protocol,
            x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote, x.lines_kept);
 }
 
@@ -194,12 +197,13 @@ typename Inspector::result_type inspect(Inspector& f, JoinOutcome& x) {
 struct LinePeer {
   std::uint64_t node_id = 0;
   caf::actor dimension_node;
-  std::string address;  // the peer's advertised host:port: members connect to each other directly
+  std::string address;       // the peer's advertised host:port: members connect to each other directly
+  std::string data_address;  // its data plane's host:port, where the line's chunks go
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, LinePeer& x) {
-  return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node, x.address);
+  return f(caf::meta::type_name("line_peer"), x.node_id, x.dimension_node, x.address, x.data_address);
 }
 
 // The most peers a StartLine may name: more than any line of a grid holds (a 1-D grid of 65,536 nodes), and
@@ -210,7 +214,7 @@ inline constexpr std::size_t kMaxLinePeers = std::size_t{1} << 16;
 // every member of a line cuts the model the same way whatever its own config says.
 struct LineSettings {
   std::uint64_t model_floats = 0;      // N: every member's ParameterStore holds this many floats
-  std::uint32_t rounds_in_flight = 1;  // k (grid.rounds_in_flight); round r runs on Worker slot r % k
+  std::uint32_t rounds_in_flight = 1;  // k (grid.rounds_in_flight); round r runs in slot r % k
   allreduce::RoundConfig round;        // the section allreduce, whole
 };
 
@@ -224,7 +228,7 @@ typename Inspector::result_type inspect(Inspector& f, LineSettings& x) {
 // wire.
 Status check(const LineSettings& settings, std::uint64_t model_floats);
 
-// GridMaster -> appointed LineMaster, then LineMaster -> every member's DimensionNode -> its Workers: the line's
+// GridMaster -> appointed LineMaster, then LineMaster -> every member's DimensionNode -> its data plane: the line's
 // members for this layout version, in peer-index order. Sent once per layout version.
 struct StartLine {
   std::uint64_t epoch = 0;
@@ -267,35 +271,7 @@ typename Inspector::result_type inspect(Inspector& f, StartRound& x) {
   return f(caf::meta::type_name("start_round"), x.key);
 }
 
-// Worker -> peer's DimensionNode (routed to its Worker slot): our contribution to the peer's block.
-// `offset` is absolute in the model vector.
-struct ScatterChunk {
-  allreduce::RoundKey key;
-  std::uint32_t from = 0;  // sender's peer index
-  std::uint64_t offset = 0;
-  FloatPayload data;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ScatterChunk& x) {
-  return f(caf::meta::type_name("scatter_chunk"), x.key, x.from, x.offset, x.data);
-}
-
-// Worker -> every peer: the mean of one chunk of the sender's block, over `count` contributions.
-struct ReducedChunk {
-  allreduce::RoundKey key;
-  std::uint32_t from = 0;
-  std::uint64_t offset = 0;
-  std::uint32_t count = 0;
-  FloatPayload data;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, ReducedChunk& x) {
-  return f(caf::meta::type_name("reduced_chunk"), x.key, x.from, x.offset, x.count, x.data);
-}
-
-// Worker -> LineMaster: this peer finished the round (completed, or finished early by catch-up).
+// DimensionNode -> LineMaster: this peer finished the round (completed, or finished early by catch-up).
 struct RoundDone {
   allreduce::RoundKey key;
   std::uint32_t from = 0;
@@ -321,11 +297,13 @@ struct MemberState {
   caf::actor node;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered, dimension d at index d
   std::vector<caf::actor> line_masters;
+  std::string data_address;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, MemberState& x) {
-  return f(caf::meta::type_name("member_state"), x.place, x.node, x.dimension_nodes, x.line_masters);
+  return f(caf::meta::type_name("member_state"), x.place, x.node, x.dimension_nodes, x.line_masters,
+           x.data_address);
 }
 
 // grid::LayoutSnapshot on the wire, flattened into plain vectors: node i sits at coords[i*dims .. (i+1)*dims),
@@ -410,12 +388,12 @@ typename Inspector::result_type inspect(Inspector& f, GridView& x) {
            x.grid_master_node);
 }
 
-// -- counters (answers to stats_atom; also pushed from Worker to DimensionNode) ----------------------------------
+// -- counters (answers to stats_atom) -----------------------------------------------------------------------------
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RoundStats& x) {
   return f(caf::meta::type_name("round_stats"), x.rounds_done, x.caught_up, x.abandoned, x.stale_dropped,
-           x.malformed, x.quorum_shortfalls, x.early_dropped);
+           x.malformed, x.quorum_shortfalls, x.bytes_sent, x.bytes_received, x.frames_unsent);
 }
 
 template <class Inspector>
@@ -434,7 +412,10 @@ using grid_view_atom = caf::atom_constant<caf::atom("gridview")>;  // -> GridVie
 using stats_atom = caf::atom_constant<caf::atom("stats")>;        // -> NodeStats / DimensionStats / RoundStats
 using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // Node: time to report
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // Worker: the quorum timeout passed
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // DimensionNode: a round's quorum timeout passed
+// The data plane -> its node's DimensionNode, in process: (round_event_atom, kind, key, self index, chunks missing),
+// kind 0 a round done, 1 a round started by a peer's frame (dataplane::RoundEvent).
+using round_event_atom = caf::atom_constant<caf::atom("roundevt")>;
 using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
 using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave cleanly and end
@@ -442,7 +423,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave
 // Node: (allow_rounds_atom, dim, n); LineMaster: (allow_rounds_atom, n).
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
-// Node -> its DimensionNodes, LineMasters (and on to Workers): the node lost the cluster; drop every line.
+// Node -> its DimensionNodes and LineMasters (and on to the data plane): the node lost the cluster; drop every line.
 // (lost_atom, epoch, layout_version): drop only a line older than that (the node was welcomed at that version,
 // and its lines of the new one may already have arrived).
 using lost_atom = caf::atom_constant<caf::atom("lost")>;

@@ -18,6 +18,7 @@
 #include "actors/line_master.hpp"
 #include "actors/token_proof.hpp"
 #include "actors/warm_start.hpp"
+#include "allreduce/elastic_update.hpp"
 #include "allreduce/replica_distance.hpp"
 #include "config/endpoint.hpp"
 
@@ -29,7 +30,8 @@ using Self = caf::stateful_actor<NodeState>*;
 
 void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
-  self->send(to, Join{s.setup.node_id, s.address, s.setup.store->signature(), s.setup.store->size(), protocol_version,
+  self->send(to, Join{s.setup.node_id, s.address, s.setup.data_plane->address(), s.setup.store->signature(),
+                      s.setup.store->size(), protocol_version,
                       token_proof(s.setup.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
                       s.dimension_nodes, s.line_masters, s.epoch, vote,
                       s.phase == NodePhase::rejoining && s.lines_kept});
@@ -102,7 +104,7 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }
 
-// lost_atom to its DimensionNodes and LineMasters (they pass it on to the Workers): every line, or with (epoch,
+// lost_atom to its DimensionNodes and LineMasters (they pass it on to the data plane): every line, or with (epoch,
 // layout_version) those older than that.
 template <class... Version>
 void drop_lines(Self self, Version... version) {
@@ -417,6 +419,13 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
           });
 }
 
+// This node's endpoint on the process's data plane (see endpoint_setup).
+std::shared_ptr<dataplane::Endpoint> open_data_plane(Self self) {
+  auto& s = self->state;
+  return s.setup.data_plane->add_endpoint(
+      endpoint_setup(s.setup.node_id, s.setup.store, s.setup.token, s.data_routes));
+}
+
 void begin(Self self, std::string address) {
   auto& s = self->state;
   s.address = std::move(address);
@@ -437,12 +446,13 @@ void begin(Self self, std::string address) {
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
+  s.data = open_data_plane(self);
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
-    s.dimension_nodes.push_back(self->spawn<caf::linked>(
-        dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store,
-                                           std::chrono::milliseconds(s.setup.config.cluster.connection_timeout_ms)}));
+    s.dimension_nodes.push_back(
+        self->spawn<caf::linked>(dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data}));
     s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
+  *s.data_routes = s.dimension_nodes;
   drop_unexpected(self);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;

@@ -25,7 +25,7 @@
 // It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
 // GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
 // closed.
-// Its children are linked to it: when it ends, they end.
+// Its children are linked to it: when it ends, they end, and its data plane endpoint closes.
 
 #include <caf/all.hpp>
 
@@ -39,6 +39,7 @@
 
 #include "actors/messages.hpp"
 #include "config/config.hpp"
+#include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/training_progress.hpp"
 
@@ -49,6 +50,8 @@ struct NodeSetup {
   std::uint64_t node_id = 0;
   std::string token;  // the cluster token; "" = none
   std::shared_ptr<learner::ParameterStore> store;
+  // The process's data plane: the node's lines' chunks travel there (its address goes into the Join).
+  std::shared_ptr<dataplane::Service> data_plane;
   caf::actor seed_node;                 // join through this node actor, or else
   std::vector<config::Endpoint> seeds;  // through the first of these that is a member, or else bootstrap
   std::chrono::milliseconds report_interval{250};
@@ -72,6 +75,9 @@ struct NodeState {
   std::string address;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered, dimension d at index d
   std::vector<caf::actor> line_masters;
+  std::shared_ptr<dataplane::Endpoint> data;  // this node's on the data plane, shared with its DimensionNodes
+  // Where the data plane's round events go, by dimension: the DimensionNodes (read on the data plane's thread).
+  std::shared_ptr<std::vector<caf::actor>> data_routes = std::make_shared<std::vector<caf::actor>>();
   caf::actor grid_master;  // the cluster's while a member; null otherwise
   std::string grid_master_address;  // advertised host:port of the node hosting it, from the last Welcome
   std::uint64_t epoch = 0;

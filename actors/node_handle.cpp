@@ -98,12 +98,18 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                            .message = "learner.kind model needs the learner's ParameterStore, and none was given"};
     options.store = learner::make_probe_store(options.config.learner, id);
   }
+  if (!options.data_plane) {
+    auto opened = open_data_plane(options.config, options.listen);
+    if (!opened) return opened.error();
+    options.data_plane = std::move(opened).value();
+  }
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
   NodeSetup setup{.config = options.config,
                   .node_id = id,
                   .token = std::move(token).value(),
                   .store = options.store,
+                  .data_plane = options.data_plane,
                   .seed_node = options.seed_node,
                   .seeds = options.seeds,
                   .report_interval = options.report_interval,
@@ -129,6 +135,20 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   caf::anon_send(actor, begin_atom::value, address);
   return NodeHandle{system, std::move(actor), id, port, std::move(address), std::move(options.store),
                     std::move(decided)};
+}
+
+Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen) {
+  dataplane::ServiceOptions options;
+  options.host = config.cluster.listen.host;
+  options.port = static_cast<std::uint16_t>(config.cluster.data_port);
+  options.listen = listen;
+  auto service = dataplane::Service::start(options);
+  if (!service) {
+    Error e = service.error();
+    e.key = "cluster.data_port";
+    return e;
+  }
+  return service;
 }
 
 Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,

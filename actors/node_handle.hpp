@@ -26,6 +26,7 @@
 #include "base/result.hpp"
 #include "config/config.hpp"
 #include "config/endpoint.hpp"
+#include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/training_progress.hpp"
 
@@ -40,6 +41,9 @@ struct NodeOptions {
   std::uint64_t node_id = 0;             // 0: a random id
   // The parameters to average. Null: learner.kind must be probe, and a probe store is made (learner/probe.hpp).
   std::shared_ptr<learner::ParameterStore> store;
+  // The process's data plane, shared by its nodes (actors::Runtime keeps one). Null: the node gets one of its own,
+  // on cluster.listen's host and cluster.data_port when it listens, reachable only in this process otherwise.
+  std::shared_ptr<dataplane::Service> data_plane;
   // Publish the node on config.cluster.listen (port 0: a free one). In-process nodes may leave it off.
   bool listen = true;
   std::chrono::milliseconds report_interval{250};
@@ -105,8 +109,12 @@ class NodeHandle {
 };
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be
-// read, learner.kind is model and no store was given, the listen address cannot be bound.
+// read, learner.kind is model and no store was given, the listen address or the data port cannot be bound.
 Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options);
+
+// A data plane for the nodes of this process: on config.cluster.listen's host and config.cluster.data_port when
+// `listen`, else reachable only in this process. Errors: the port cannot be bound.
+Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen);
 
 // Asks any node of a cluster for the live grid (its GridMaster answers): the node at `endpoint` (its
 // cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a

@@ -14,12 +14,12 @@ struct RoundStats {
   std::uint64_t rounds_done = 0;       // completed, including those finished early by catch-up
   std::uint64_t caught_up = 0;         // finished early because a newer round of the line arrived
   std::uint64_t abandoned = 0;         // dropped unfinished because the line changed
-  std::uint64_t stale_dropped = 0;     // messages of a round or line version we have left behind
-  std::uint64_t malformed = 0;         // messages that could not belong to our line or round
+  std::uint64_t stale_dropped = 0;     // frames and messages of a round or line version we have left behind
+  std::uint64_t malformed = 0;         // frames and messages that could not belong to our line or round
   std::uint64_t quorum_shortfalls = 0; // rounds completed with a chunk averaged over fewer than p, or missing
-  // Messages held for a line version not yet announced, then dropped: superseded by a newer version, or beyond
-  // the rounds an EarlyBuffer keeps (allreduce/early_buffer.hpp says which).
-  std::uint64_t early_dropped = 0;
+  std::uint64_t bytes_sent = 0;        // chunk payloads written to line peers
+  std::uint64_t bytes_received = 0;    // chunk payloads received that counted
+  std::uint64_t frames_unsent = 0;     // chunks dropped before they were written: their round moved on, or no link
 
   RoundStats& operator+=(const RoundStats& o) {
     rounds_done += o.rounds_done;
@@ -28,7 +28,9 @@ struct RoundStats {
     stale_dropped += o.stale_dropped;
     malformed += o.malformed;
     quorum_shortfalls += o.quorum_shortfalls;
-    early_dropped += o.early_dropped;
+    bytes_sent += o.bytes_sent;
+    bytes_received += o.bytes_received;
+    frames_unsent += o.frames_unsent;
     return *this;
   }
   bool operator==(const RoundStats&) const = default;

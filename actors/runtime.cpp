@@ -4,7 +4,17 @@ namespace gridtrain::actors {
 
 Runtime::Runtime(const config::Config& config) : config_(config), system_(config_) {}
 
-Result<NodeHandle> Runtime::start_node(NodeOptions options) { return actors::start_node(system_, std::move(options)); }
+Result<NodeHandle> Runtime::start_node(NodeOptions options) {
+  if (!options.data_plane) {
+    if (!data_plane_) {
+      auto opened = open_data_plane(options.config, options.listen);
+      if (!opened) return opened.error();
+      data_plane_ = std::move(opened).value();
+    }
+    options.data_plane = data_plane_;
+  }
+  return actors::start_node(system_, std::move(options));
+}
 
 Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, std::chrono::milliseconds timeout) {
   return query_grid_view(system_, endpoint, timeout);

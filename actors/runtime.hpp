@@ -27,7 +27,8 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // See actors::start_node. REQUIRES: the Runtime outlives the node's handle.
+  // See actors::start_node; the nodes share one data plane, opened at the first (cluster.listen's host,
+  // cluster.data_port). REQUIRES: the Runtime outlives the node's handle.
   Result<NodeHandle> start_node(NodeOptions options);
 
   // The live grid, asked of the member listening at `endpoint`: see actors::query_grid_view.
@@ -39,6 +40,7 @@ class Runtime {
  private:
   SystemConfig config_;  // outlives system_
   caf::actor_system system_;
+  std::shared_ptr<dataplane::Service> data_plane_;
 };
 
 }  // namespace gridtrain::actors

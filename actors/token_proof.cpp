@@ -45,4 +45,13 @@ bool token_proof_matches(std::string_view token, std::uint64_t node_id, std::str
   return proof.size() == expected.size() && CRYPTO_memcmp(expected.data(), proof.data(), expected.size()) == 0;
 }
 
+std::array<std::byte, 32> token_mac(std::string_view token, std::span<const std::byte> message) {
+  std::array<std::byte, 32> mac{};
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+       reinterpret_cast<unsigned char*>(mac.data()), &length);
+  return mac;
+}
+
 }  // namespace gridtrain::actors

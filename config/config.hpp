@@ -32,6 +32,7 @@ struct ClusterConfig {
   std::string name;
   std::string token_file;  // "" = no token; else its content is the cluster's shared secret
   Endpoint listen;         // port 0 = pick a free port
+  int data_port = 0;       // the data plane's port, on listen's host; 0 = pick a free port
   int heartbeat_ms = 0;
   int connection_timeout_ms = 0;  // > heartbeat_ms
 

@@ -396,6 +396,8 @@ Schema::Schema() {
           "file whose content is the cluster's shared secret; \"\" = no token"));
   add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0},
           "host:port this node listens on; port 0 = pick a free port"));
+  add(key(FIELD(cluster, data_port), IntCodec{IntRange{0, 65535}}, 0,
+          "port of this node's data plane (the chunks of allreduce rounds), on the listen host; 0 = pick a free port"));
   add(key(FIELD(cluster, heartbeat_ms), IntCodec{at_least(1)}, 200, "CAF middleman heartbeat interval"));
   add(key(FIELD(cluster, connection_timeout_ms), IntCodec{at_least(1)}, 1000,
           "a peer silent this long is declared down; > heartbeat_ms"));

@@ -652,10 +652,10 @@ void Endpoint::start_line(LineSpec spec, std::vector<std::string> data_addresses
   });
 }
 
-void Endpoint::drop_lines(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than) {
-  asio::post(service_->context(), [s = state_, older_than] {
-    if (s->closed) return;
-    for (auto& r : s->runners) r->drop_line(older_than);
+void Endpoint::drop_line(std::uint32_t dim, std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than) {
+  asio::post(service_->context(), [s = state_, dim, older_than] {
+    if (s->closed || dim >= kMaxLineDims) return;
+    s->runners[dim]->drop_line(older_than);
     s->update_links();
   });
 }
@@ -806,14 +806,19 @@ void Service::stop() {
     if (impl_->acceptor) impl_->acceptor->close();
     for (auto& [id, weak] : std::map(impl_->endpoints))
       if (auto e = weak.lock()) e->close();
+    // Handshakes under way and their timers are abandoned: their sockets close with the io_context.
+    io_.stop();
   });
   work_.reset();
-  if (thread_.joinable()) {
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   } else {
-    io_.poll();
+    // Polled by its owner (or, defensively, stopped from one of its own handlers): run what is left here, up to
+    // the posted stop.
+    io_.restart();
+    io_.run();
+    if (thread_.joinable()) thread_.detach();
   }
-  io_.stop();
 }
 
 std::unique_ptr<Endpoint> Service::add_endpoint(EndpointSetup setup) {

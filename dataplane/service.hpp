@@ -71,8 +71,8 @@ class Endpoint {
   std::uint64_t node_id() const;
   // The line of dimension spec.dim, with each peer's data address (host:port) in peer-index order.
   void start_line(LineSpec spec, std::vector<std::string> data_addresses);
-  // No lines (the node lost the cluster); with a version, only those older than it.
-  void drop_lines(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
+  // No line in dimension `dim` (the node lost the cluster); with a version, only if the line is older than it.
+  void drop_line(std::uint32_t dim, std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
   void start_round(const allreduce::RoundKey& key);
   void deadline(const allreduce::RoundKey& key);
   // What dimension `dim` counted so far. REQUIRES: dim < kMaxLineDims.
@@ -101,6 +101,8 @@ class Service : public std::enable_shared_from_this<Service> {
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
   // Without a thread of its own: runs the handlers that are ready, and returns how many ran.
   std::size_t poll();
+  // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
+  std::size_t poll_one() { return io_.poll_one(); }
   // Stops the thread and closes every connection; endpoints do nothing after this.
   void stop();
 

@@ -44,9 +44,12 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                  .Name("gridtrain_rounds_total")
                  .Help("allreduce rounds completed (elastic updates), per grid dimension")
                  .Register(r);
-  stale_ = counter(r, "gridtrain_stale_dropped_total", "messages of rounds or lines left behind, dropped", node);
-  early_ = counter(r, "gridtrain_early_dropped_total",
-                   "messages held for a line version not announced yet, then dropped as superseded", node);
+  stale_ = counter(r, "gridtrain_stale_dropped_total", "chunks of rounds or lines left behind, dropped", node);
+  bytes_sent_ = counter(r, "gridtrain_bytes_sent_total", "chunk payload bytes written to line peers", node);
+  bytes_received_ = counter(r, "gridtrain_bytes_received_total", "chunk payload bytes received that counted", node);
+  unsent_ = counter(r, "gridtrain_frames_unsent_total",
+                    "chunks dropped before they were written: their round moved on, or the peer had no connection",
+                    node);
   shortfalls_ = counter(r, "gridtrain_quorum_shortfalls_total",
                         "rounds completed with a chunk averaged over fewer than all peers", node);
   samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
@@ -72,7 +75,9 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
     advance(rounds_by_dim_[d], stats.dims[d].rounds.rounds_done, rounds_seen_[d]);
   auto total = stats.total();
   advance(stale_, total.stale_dropped, stale_seen_);
-  advance(early_, total.early_dropped, early_seen_);
+  advance(bytes_sent_, total.bytes_sent, bytes_sent_seen_);
+  advance(bytes_received_, total.bytes_received, bytes_received_seen_);
+  advance(unsent_, total.frames_unsent, unsent_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
 }
 

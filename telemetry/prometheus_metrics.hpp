@@ -1,8 +1,9 @@
 #pragma once
 // PrometheusMetrics: a node's metrics on an HTTP /metrics endpoint (metrics.listen; README.md, "Training and
 // observability").
-// Counters: rounds completed per dimension (rate() gives rounds/s), stale messages dropped, early messages
-// dropped, quorum shortfalls, samples trained on. Gauges: τ, samples/s, training loss and test accuracy of the last epoch.
+// Counters: rounds completed per dimension (rate() gives rounds/s), stale chunks dropped, quorum shortfalls, chunk
+// bytes sent and received, chunks left unsent, samples trained on. Gauges: τ, samples/s, training loss and test
+// accuracy of the last epoch.
 // Every series carries the label node="<name>".
 
 #include <prometheus/counter.h>
@@ -47,14 +48,17 @@ class PrometheusMetrics {
   std::vector<prometheus::Counter*> rounds_by_dim_;
   std::vector<std::uint64_t> rounds_seen_;
   prometheus::Counter* stale_;
-  prometheus::Counter* early_;
+  prometheus::Counter* bytes_sent_;
+  prometheus::Counter* bytes_received_;
+  prometheus::Counter* unsent_;
   prometheus::Counter* shortfalls_;
   prometheus::Counter* samples_;
   prometheus::Gauge* tau_;
   prometheus::Gauge* samples_per_s_;
   prometheus::Gauge* loss_;
   prometheus::Gauge* accuracy_;
-  std::uint64_t stale_seen_ = 0, early_seen_ = 0, shortfalls_seen_ = 0, samples_seen_ = 0;
+  std::uint64_t stale_seen_ = 0, shortfalls_seen_ = 0, samples_seen_ = 0;
+  std::uint64_t bytes_sent_seen_ = 0, bytes_received_seen_ = 0, unsent_seen_ = 0;
 };
 
 }  // namespace gridtrain::telemetry

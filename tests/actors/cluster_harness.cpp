@@ -21,12 +21,16 @@ TestCluster::TestCluster(config::Config config) : config_(std::move(config)) {
   spdlog::set_level(spdlog::level::err);  // joins and leaves: keep the test output readable
   system_config_ = std::make_unique<actors::SystemConfig>(config_);
   system_ = std::make_unique<caf::actor_system>(*system_config_);
+  auto data_plane = actors::open_data_plane(config_, /*listen=*/false);
+  REQUIRE(data_plane.ok());
+  data_plane_ = std::move(data_plane).value();
 }
 
 TestCluster::~TestCluster() {
   for (const auto& n : live()) n.kill();
   for (const auto& n : nodes_) n.wait();
   nodes_.clear();
+  data_plane_->stop();
   system_.reset();
 }
 
@@ -37,6 +41,7 @@ actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::
   options.node_id = id;
   options.store = std::move(store);
   options.listen = false;
+  options.data_plane = data_plane_;
   options.paced_by_every_steps = paced_by_every_steps;
   const auto running = live();
   if (!running.empty()) options.seed_node = running.front().actor();

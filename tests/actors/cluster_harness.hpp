@@ -1,7 +1,8 @@
 #pragma once
 // An in-process cluster in real time, for the tests that need threads beside the averaging (trainers): one actor
 // system, many Nodes, each with its own ParameterStore. The nodes use the same actors and messages as nodes in
-// separate processes (the GridMaster included); only the transport is local. Waiting is by condition with a
+// separate processes (the GridMaster included); only the transport is local (CAF's, and the data plane's, which
+// hands in-process peers their chunks through memory). Waiting is by condition with a
 // generous deadline, never by a timed assertion. Tests of the actors alone run deterministically instead
 // (deterministic_cluster.hpp).
 
@@ -49,6 +50,8 @@ class TestCluster {
   config::Config config_;
   std::unique_ptr<actors::SystemConfig> system_config_;
   std::unique_ptr<caf::actor_system> system_;
+  // One data plane for the process, as gridnode has: its nodes reach each other through memory.
+  std::shared_ptr<dataplane::Service> data_plane_;
   std::vector<actors::NodeHandle> nodes_;
   std::vector<std::uint64_t> gone_;
 };

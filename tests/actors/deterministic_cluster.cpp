@@ -23,6 +23,7 @@ actors::NodeSetup DeterministicCluster::setup(std::uint64_t id, std::shared_ptr<
   s.token = std::move(token).value();
   s.store = std::move(store);
   s.paced_by_every_steps = paced_by_every_steps;
+  s.data_plane = sim_.data_plane();
   if (const auto running = live(); !running.empty()) s.seed_node = node(running.front());
   return s;
 }
@@ -117,9 +118,7 @@ std::vector<std::uint64_t> DeterministicCluster::members() const {
 
 std::uint64_t DeterministicCluster::rounds_in(std::uint64_t id, std::uint32_t dim) const {
   const auto& d = state_of<actors::DimensionNodeState>(state(id).dimension_nodes.at(dim));
-  std::uint64_t rounds = d.own.rounds_done;
-  for (const auto& w : d.worker_stats) rounds += w.rounds_done;
-  return rounds;
+  return d.setup.data->counters(dim).rounds_done;
 }
 
 std::uint64_t DeterministicCluster::rounds_total(std::uint64_t id) const {

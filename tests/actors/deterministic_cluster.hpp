@@ -1,6 +1,6 @@
 #pragma once
-// An in-process cluster run deterministically: real actors::node actors (their DimensionNodes, LineMasters and
-// Workers, and the GridMaster of the node that bootstraps) on a DeterministicSystem. A node joins as in-process
+// An in-process cluster run deterministically: real actors::node actors (their DimensionNodes, LineMasters,
+// data plane endpoints, and the GridMaster of the node that bootstraps) on a DeterministicSystem and its data plane. A node joins as in-process
 // nodes do, through the first live node's actor (NodeSetup::seed_node), when it gets begin_atom; then the test runs
 // the cluster message by message. Paced nodes (NodeSetup::paced_by_every_steps) run exactly the rounds allowed
 // them, and the cluster falls idle: run() returns. Rounds running freely never end, so such a test runs a bounded

@@ -36,13 +36,18 @@ DeterministicSystem::Config::Config() {
 DeterministicSystem::DeterministicSystem()
     : system_(config_), scheduler_(dynamic_cast<caf::scheduler::test_coordinator&>(system_.scheduler())) {
   spdlog::set_level(spdlog::level::err);  // every drop a test provokes is logged; keep the test output readable
+  auto data_plane = dataplane::Service::start({.listen = false, .own_thread = false});
+  REQUIRE_MESSAGE(data_plane.ok(), data_plane.error().to_string());
+  data_plane_ = std::move(data_plane).value();
   asker_ = recorder("asker");
   run();
 }
 
 DeterministicSystem::~DeterministicSystem() {
   for (const caf::actor& actor : spawned_) caf::anon_send_exit(actor, caf::exit_reason::kill);
-  scheduler_.run();
+  for (std::size_t i = 0; i < kMaxEvents && run_one(); ++i) {
+  }
+  data_plane_->stop();
   // The actor system waits for every actor to end, and no thread would end one spawned past this object.
   if (system_.registry().running() != 0) {
     FAIL_CHECK("actors spawned past DeterministicSystem::spawn still run at its end");
@@ -60,7 +65,9 @@ bool DeterministicSystem::run_one() {
     const auto picked = jobs.begin() + static_cast<std::ptrdiff_t>((*shuffle_)() % jobs.size());
     std::rotate(jobs.begin(), picked, picked + 1);
   }
-  return scheduler_.try_run_once();
+  if (scheduler_.try_run_once()) return true;
+  // Rounds move on in the data plane's handlers, which send the actors their events.
+  return data_plane_->poll_one() != 0;
 }
 
 std::size_t DeterministicSystem::run() {

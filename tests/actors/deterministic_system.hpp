@@ -3,14 +3,15 @@
 // actors one message at a time when the test says so, and whose clock moves only when the test moves it. Nothing
 // runs beside the test, so it may read an actor's state directly; and "recorder" actors, standing in for the peers
 // of the actor under test, keep every message they receive for the test to inspect.
+// Its data plane (data_plane()) has no thread and no port: in-process nodes reach each other through memory, and
+// run() runs its ready work whenever no actor has a message, so rounds run message by message too.
 //
 //   DeterministicSystem sim;
-//   auto peer = sim.recorder("peer");
-//   auto worker = sim.spawn(actors::worker, actors::WorkerSetup{...});
-//   caf::anon_send(worker, line);
+//   auto line_master = sim.recorder("line master");
+//   auto dn = sim.spawn(actors::dimension_node, actors::DimensionNodeSetup{...});
+//   caf::anon_send(dn, line);
 //   sim.run();                                          // until no actor has a message left
-//   CHECK(received<actors::ScatterChunk>(peer).size() == 2);
-//   CHECK(state_of<actors::WorkerState>(worker).stats.rounds_done == 0);
+//   CHECK(received<actors::RoundDone>(line_master).size() == 1);
 //
 // CAF's own test DSL (caf/test/dsl.hpp) is not used: its macros clash with doctest's. Blocking calls cannot work
 // here, since no thread would run the actors they wait for: no caf::scoped_actor receives, no actors::NodeHandle.
@@ -23,6 +24,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "dataplane/service.hpp"
 
 namespace gridtrain::testing {
 
@@ -58,6 +61,8 @@ class DeterministicSystem {
   caf::actor_system& system() { return system_; }
   // For finer control than the helpers below give: run_jobs_filtered, prioritize, trigger_timeouts.
   caf::scheduler::test_coordinator& scheduler() { return scheduler_; }
+  // The process's data plane, run by run() between messages.
+  const std::shared_ptr<dataplane::Service>& data_plane() const { return data_plane_; }
 
   // Spawns an actor that ends with this object. Its behavior function runs at the first run(): until then its
   // state is default-constructed.
@@ -97,7 +102,7 @@ class DeterministicSystem {
   caf::message ask_message(const caf::actor& to, caf::message question);
 
  private:
-  bool run_one();  // false: no actor has a message
+  bool run_one();  // false: no actor has a message and the data plane has nothing ready
 
   struct Config : caf::actor_system_config {
     Config();
@@ -109,6 +114,7 @@ class DeterministicSystem {
   std::vector<caf::actor> spawned_;
   caf::actor asker_;
   std::optional<std::mt19937_64> shuffle_;
+  std::shared_ptr<dataplane::Service> data_plane_;
 };
 
 // Whether the actor has ended. Its state is gone then.

@@ -44,7 +44,7 @@ struct Election {
     return std::vector<caf::actor>(actors::kDimsOffered, members.at(id));
   }
   actors::Join join(std::uint64_t id, bool vote) {
-    return actors::Join{id, address(id), store->signature(), store->size(), actors::protocol_version, "",
+    return actors::Join{id, address(id), "", store->signature(), store->size(), actors::protocol_version, "",
                         members.at(id), handles(id), handles(id), 3, vote, true};
   }
   void vote(std::uint64_t id, bool vote = true) {

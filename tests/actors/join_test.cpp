@@ -134,7 +134,7 @@ TEST_CASE("a join with another protocol version, a duplicate id or missing handl
   const caf::actor me = cluster.sim().recorder("joiner");
   const auto& store = *cluster.store(1);
   auto join = [&](std::uint64_t id, std::uint32_t protocol, std::size_t handles) {
-    return actors::Join{id, "test", store.signature(), store.size(), protocol, "", me,
+    return actors::Join{id, "test", "", store.signature(), store.size(), protocol, "", me,
                         std::vector<caf::actor>(handles, me), std::vector<caf::actor>(handles, me)};
   };
   // The answer to a join sent to the first node, our seed: exactly one Reject for that node id.
@@ -160,7 +160,7 @@ TEST_CASE("garbage sent to a node is dropped and counted, and the cluster goes o
   const caf::actor first = cluster.add(1, make_store(64, 1.0f));
   caf::anon_send(first, std::string("garbage"), 17);
   caf::anon_send(first, actors::Join{});  // no node handle to answer: passed on to the GridMaster, which drops it
-  caf::anon_send(first, actors::ScatterChunk{});
+  caf::anon_send(first, actors::RoundDone{});  // for a LineMaster, not a node
   cluster.sim().run();
   CHECK(cluster.state(1).bad_messages == 2);
   CHECK(cluster.grid_master().bad_messages == 1);

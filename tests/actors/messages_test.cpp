@@ -71,7 +71,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   const allreduce::RoundKey key{3, 5, 1, 7, 11};
   FloatPayload payload{{1.5f, -2.25f, 3e7f, 0.0f}};
 
-  const Join join{42, "h:1", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(kDimsOffered, a),
+  const Join join{42, "h:1", "h:11", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(kDimsOffered, a),
                   std::vector<caf::actor>(kDimsOffered, a)};
   CHECK(text(c.round_trip(join)) == text(join));
   const Welcome welcome{42, 3, "grid:\n  dims: 2\n", a, "h:9", 9};
@@ -85,28 +85,18 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(c.round_trip(outcome).result == JoinResult::rejected);
 
   const LineSettings settings{1000, 3, {0.75, 0.5, 0.25, allreduce::QuorumMode::timeout, 300, 64, 0.3}};
-  const StartLine start{3, 5, 1, 7, {{42, a, "h:1"}, {43, a, "h:2"}}, settings, a};
+  const StartLine start{3, 5, 1, 7, {{42, a, "h:1", "h:11"}, {43, a, "h:2", "h:12"}}, settings, a};
   CHECK(text(c.round_trip(start)) == text(start));
   const StopLine stop{3, 5, 1, 7};
   CHECK(text(c.round_trip(stop)) == text(stop));
   const StartRound round{key};
   CHECK(c.round_trip(round).key == key);
 
-  const ScatterChunk scatter{key, 2, 4096, payload};
-  const auto scatter_back = c.round_trip(scatter);
-  CHECK(scatter_back.key == key);
-  CHECK(scatter_back.from == 2);
-  CHECK(scatter_back.offset == 4096);
-  CHECK(scatter_back.data == payload);
-  const ReducedChunk reduced{key, 1, 8, 3, payload};
-  const auto reduced_back = c.round_trip(reduced);
-  CHECK(text(reduced_back) == text(reduced));
-  CHECK(reduced_back.data == payload);
   const RoundDone done{key, 2, 1};
   CHECK(text(c.round_trip(done)) == text(done));
 
   const LayoutState layout{2, 0, 2, 3, {42}, {0, 1}, {1}, {0}, {42}};
-  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a, {a, a}, {a}}}, layout, 42, {42}};
+  const GridState grid{3, 5, 2, {3, 3}, {{{42, "h:1", {0, 1}, {1}}, a, {a, a}, {a}, "h:11"}}, layout, 42, {42}};
   const auto grid_back = c.round_trip(grid);
   CHECK(text(grid_back) == text(grid));
   CHECK(grid_back.members.at(0).dimension_nodes.size() == 2);
@@ -119,7 +109,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   GridView view{3, 5, 2, {3, 3}, {}, 42};
   view.nodes.push_back(NodeView{{42, "h:1", {0, 1}, {1}}, figures, 0.125});
   CHECK(text(c.round_trip(view)) == text(view));
-  const RoundStats stats{1, 2, 3, 4, 5, 6};
+  const RoundStats stats{1, 2, 3, 4, 5, 6, 7, 8, 9};
   CHECK(text(c.round_trip(stats)) == text(stats));
   const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9};
   CHECK(text(c.round_trip(node_stats)) == text(node_stats));
@@ -130,8 +120,8 @@ TEST_CASE("a large float payload crosses the wire as raw bytes, bit for bit") {
   FloatPayload big;
   big.values.resize(1 << 20);
   for (std::size_t i = 0; i < big.values.size(); ++i) big.values[i] = static_cast<float>(i) * 0.5f - 1e5f;
-  const ScatterChunk chunk{{1, 1, 0, 0, 0}, 1, 0, big};
-  CHECK(c.round_trip(chunk).data == big);
+  const NodeReport report{42, {}, big, 3, 5};
+  CHECK(c.round_trip(report).sample == big);
 }
 
 TEST_CASE("a payload that announces more floats than allowed is refused when read") {

@@ -43,7 +43,7 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   stats.dims[0].rounds.rounds_done = 5;
   stats.dims[1].rounds.rounds_done = 3;
   stats.dims[1].rounds.stale_dropped = 2;
-  stats.dims[1].rounds.early_dropped = 5;
+  stats.dims[1].rounds.bytes_sent = 5;
   metrics.update(stats);
   stats.dims[0].rounds.rounds_done = 9;  // cumulative: the counter gains 4
   metrics.update(stats);
@@ -55,7 +55,7 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   CHECK(page.find(R"(gridtrain_rounds_total{dim="0",node="n7"} 9)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_rounds_total{dim="1",node="n7"} 3)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_stale_dropped_total{node="n7"} 2)") != std::string::npos);
-  CHECK(page.find(R"(gridtrain_early_dropped_total{node="n7"} 5)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_bytes_sent_total{node="n7"} 5)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_tau{node="n7"} 1.5)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_samples_per_second{node="n7"} 250)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_train_loss{node="n7"} 0.5)") != std::string::npos);
