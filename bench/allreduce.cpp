@@ -1,18 +1,26 @@
 // Allreduce bandwidth of real gridnode processes on loopback (issue 3's figures).
 //
-// For each P (processes) and S (floats), starts P `gridnode run` processes with a probe model of S floats in
-// one line (grid.dims 1: every node averages with every other), θ = 1, and one round in flight (so a round's
-// time is its latency, as nccl-tests and Gloo measure it), lets rounds run, and reads the rounds done from the
-// cluster's status. Prints, per size, the time per round t, algbw = S·4/t and busbw = algbw·2(p−1)/p
-// (nccl-tests' definitions).
+// For each P (processes) and S (floats), starts P `gridnode run` processes with a probe model of S floats,
+// θ = 1, and one round in flight (so a round's time is its latency, as nccl-tests and Gloo measure it), lets
+// rounds run, and reads the rounds done from the cluster's status. With --dims 1 every node is in one line with
+// every other, and a round is an allreduce; with --dims 2 the nodes form a grid (4 nodes: 2 × 2) and an allreduce
+// is one round in each dimension, so the time of one is the time a node takes per d' rounds (d' the grid's
+// effective dimensions, from the status). Prints, per size, that time t, algbw = S·4/t and busbw =
+// algbw·2(p−1)/p (nccl-tests' definitions).
+//
+// The check: the rounds average exactly (θ = 1, α = 0.5), so after the measurement every node's model has
+// converged to the same mean; a node whose mean differs (a chunk lost, misplaced or corrupted) fails the run.
 //
 //   bench_allreduce [--gridnode PATH] [--procs 2,4] [--floats 1024,262144,4194304,16777216] [--seconds 4]
-//                   [--rounds-in-flight 1]
+//                   [--rounds-in-flight 1] [--dims 1] [--csv] [--set key=value]...
 //
+// --csv prints one line per size: gridtrain,<dims>d,procs,bytes,seconds,algbw,busbw,ok. --set passes a config
+// override to every node (allreduce.max_chunk_floats=..., say).
 // Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds. On a
 // 2-core machine 4 processes are oversubscribed: small sizes then measure scheduling as much as the transport.
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -61,8 +69,22 @@ int main(int argc, char** argv) {
   std::vector<long> sizes{1024, 262144, 4194304, 16777216};
   double seconds = 4;
   long in_flight = 1;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  long dims = 1;
+  bool csv = false;
+  std::vector<std::string> overrides;
+  for (int i = 1; i < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--csv")) {
+      csv = true;
+      --i;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "error: %s needs a value\n", argv[i]);
+      return 2;
+    }
     if (!std::strcmp(argv[i], "--gridnode")) gridnode = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--dims")) dims = std::stol(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--set")) overrides.push_back(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--procs")) procs = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--floats")) sizes = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seconds")) seconds = std::stod(argv[i + 1]);
@@ -78,14 +100,18 @@ int main(int argc, char** argv) {
   config::Config defaults;
   actors::Runtime runtime{defaults};
 
-  std::printf("gridtrain allreduce, gridnode processes on loopback, theta = 1, %ld round(s) in flight\n", in_flight);
-  std::printf("%5s %12s %12s %12s %12s %12s %8s\n", "procs", "floats", "bytes", "time_us", "algbw_GB/s",
-              "busbw_GB/s", "rounds");
+  if (!csv) {
+    std::printf("gridtrain allreduce, gridnode processes on loopback, theta = 1, %ld round(s) in flight, "
+                "grid.dims %ld\n", in_flight, dims);
+    std::printf("%5s %12s %12s %12s %12s %12s %8s %4s\n", "procs", "floats", "bytes", "time_us", "algbw_GB/s",
+                "busbw_GB/s", "rounds", "dims");
+  }
+  bool all_ok = true;
   for (long p : procs) {
     for (long s : sizes) {
       auto config_path = (dir / "bench.yaml").string();
       std::ofstream(config_path) << "cluster: {heartbeat_ms: 200, connection_timeout_ms: 5000}\n"
-                                 << "grid: {dims: 1, rounds_in_flight: " << in_flight << "}\n"
+                                 << "grid: {dims: " << dims << ", rounds_in_flight: " << in_flight << "}\n"
                                  << "allreduce: {elastic_rate: 0.5, quorum: fraction, reduce_threshold: 1, "
                                     "complete_threshold: 1, advance_threshold: 1}\n"
                                  << "learner: {kind: probe, probe_floats: " << s << "}\n";
@@ -94,6 +120,7 @@ int main(int argc, char** argv) {
       bool started = true;
       for (long i = 0; i < p && started; ++i) {
         std::vector<std::string> args{"run", "--config", config_path, "--listen", "127.0.0.1:0"};
+        for (const auto& o : overrides) args.insert(args.end(), {"--set", o});
         if (!seed.empty()) args.insert(args.end(), {"--seed", seed});
         auto child = app::ChildProcess::start(gridnode, args);
         if (!child) {
@@ -111,11 +138,23 @@ int main(int argc, char** argv) {
       }
       if (!started) return 1;
       auto seed_endpoint = config::parse_endpoint(seed).value();
+      std::uint32_t effective_dims = 1;
+      double mean_spread = 0, mean_of_means = 0;  // of the nodes' model means, at the last sample
       auto sample = [&]() -> std::optional<Sample> {
         auto view = runtime.grid_view(seed_endpoint, 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
-        double sum = 0;
-        for (auto& n : view.value().nodes) sum += static_cast<double>(n.figures.rounds_done);
+        double sum = 0, lo = 1e300, hi = -1e300, means = 0;
+        for (auto& n : view.value().nodes) {
+          sum += static_cast<double>(n.figures.rounds_done);
+          lo = std::min(lo, n.figures.param_mean);
+          hi = std::max(hi, n.figures.param_mean);
+          means += n.figures.param_mean;
+        }
+        // The effective dimensions: those the shape spans (a side of 1 runs no rounds).
+        effective_dims = static_cast<std::uint32_t>(std::max<long>(
+            1, std::count_if(view.value().shape.begin(), view.value().shape.end(), [](auto side) { return side > 1; })));
+        mean_spread = hi - lo;
+        mean_of_means = means / static_cast<double>(p);
         auto now = std::chrono::steady_clock::now().time_since_epoch();
         return Sample{std::chrono::duration<double>(now).count(), sum / static_cast<double>(p)};
       };
@@ -134,17 +173,31 @@ int main(int argc, char** argv) {
       }
       if (!first || !last || last->rounds <= first->rounds) {
         std::printf("%5ld %12ld  no rounds measured\n", p, s);
+        all_ok = false;
         continue;
       }
-      double t = (last->seconds - first->seconds) / (last->rounds - first->rounds);
+      // An allreduce is one round in each effective dimension.
+      const double allreduces = (last->rounds - first->rounds) / effective_dims;
+      double t = (last->seconds - first->seconds) / allreduces;
       double bytes = static_cast<double>(s) * 4;
       double algbw = bytes / t / 1e9;
       double busbw = algbw * 2.0 * static_cast<double>(p - 1) / static_cast<double>(p);
-      std::printf("%5ld %12ld %12.0f %12.1f %12.3f %12.3f %8.0f\n", p, s, bytes, t * 1e6, algbw, busbw,
-                  last->rounds - first->rounds);
+      // Float sums in another order differ in the last bits; a lost or misplaced chunk moves a mean by far more.
+      const bool ok = mean_spread <= 1e-4 * std::max(1.0, std::abs(mean_of_means));
+      if (!ok) {
+        std::fprintf(stderr, "error: %ld procs, %ld floats: the nodes' means differ by %g after the rounds\n", p,
+                     s, mean_spread);
+        all_ok = false;
+      }
+      if (csv)
+        std::printf("gridtrain,%ud,%ld,%.0f,%.9f,%.4f,%.4f,%s\n", effective_dims, p, bytes, t, algbw, busbw,
+                    ok ? "ok" : "FAILED");
+      else
+        std::printf("%5ld %12ld %12.0f %12.1f %12.3f %12.3f %8.0f %4u%s\n", p, s, bytes, t * 1e6, algbw, busbw,
+                    last->rounds - first->rounds, effective_dims, ok ? "" : "  FAILED: means differ");
       std::fflush(stdout);
     }
   }
   std::filesystem::remove_all(dir);
-  return 0;
+  return all_ok ? 0 : 1;
 }

@@ -71,8 +71,14 @@ json start_running(Cluster& cluster, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) started.push_back(cluster.start(1.0 + static_cast<double>(i)));
   cluster.set_seed(joined(addresses(cluster, started)));
   json last;
-  REQUIRE_MESSAGE(eventually([&] { return all_past(last = cluster.status(), n, {}); }, 60s),
-                  "last status: " << last.dump());
+  const bool running = eventually([&] { return all_past(last = cluster.status(), n, {}); }, 60s);
+  if (!running) {
+    // What the nodes missing from the status said.
+    const auto listed = rounds_by_address(last);
+    for (std::size_t i : started)
+      if (!listed.count(cluster.address(i))) MESSAGE("node " << i << " is not listed; it said:\n" << cluster.node(i).output());
+  }
+  REQUIRE_MESSAGE(running, "last status: " << last.dump());
   return last;
 }
 

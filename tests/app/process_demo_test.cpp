@@ -240,6 +240,12 @@ std::vector<double> train_four(const fs::path& dir, int epochs, bool kill_grid_m
   return finals;
 }
 
+// Enough epochs that the survivors still train when the failover completes: the GridMaster's node is killed
+// after the first, and without rounds (its LineMasters died with it) an epoch of a quarter of the data takes
+// about 0.4 s here; a vote that must wait for the next walk (1 s) took 1.4 s in one run, longer than the 3 epochs
+// left of 4.
+constexpr int kEpochs = 8;
+
 double mean(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
@@ -254,9 +260,9 @@ TEST_CASE("training survives the GridMaster's node killed mid-run: the others fi
     return;
   }
   TempDir calm, disturbed;
-  const std::vector<double> undisturbed = train_four(calm.path, 4, false);
+  const std::vector<double> undisturbed = train_four(calm.path, kEpochs, false);
   REQUIRE(undisturbed.size() == 4);
-  const std::vector<double> survivors = train_four(disturbed.path, 4, true);
+  const std::vector<double> survivors = train_four(disturbed.path, kEpochs, true);
   REQUIRE(survivors.size() == 3);
   MESSAGE("mean final accuracy: undisturbed " << mean(undisturbed) << ", the 3 survivors of the GridMaster's kill "
                                               << mean(survivors));
@@ -269,7 +275,7 @@ TEST_CASE("the GridMaster's node killed mid-run and restarted with --resume resu
     return;
   }
   TempDir dir;
-  const std::vector<double> survivors = train_four(dir.path, 4, true, true);
+  const std::vector<double> survivors = train_four(dir.path, kEpochs, true, true);
   CHECK(survivors.size() == 3);
   MESSAGE("mean final accuracy of the 3 survivors, with the killed node back: " << mean(survivors));
 }
