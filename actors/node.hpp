@@ -115,7 +115,6 @@ struct NodeState {
   // lost_silent_grid_master() in node.cpp.
   caf::actor_clock::time_point grid_master_heard;
   caf::actor_clock::time_point last_report_tick;
-  std::vector<float> parameters;  // fetched for a report; kept to save the allocation
   std::uint64_t bad_messages = 0;
   std::size_t seed_next = 0;     // joining: the seed to ask next
   std::string seed_failures;     // joining: why the seeds asked so far did not let it in

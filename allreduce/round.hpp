@@ -151,7 +151,8 @@ class Round {
 
   bool quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_t all) const;
   Verdict check_key(const RoundKey& key);
-  void reduce(std::uint32_t c);
+  // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
+  void reduce(std::uint32_t c, std::span<const float> last = {});
   void complete_if_quorum();
   // Adds a contribution to chunk k of our block (its first one is assigned, so sum_ needs no zeroing).
   void accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values);
@@ -168,6 +169,7 @@ class Round {
   std::vector<float> send_;                   // s
   std::vector<double> sum_;                   // r, summed: exact for any arrival order
   std::vector<std::uint32_t> contributions_;  // per chunk of our block
+  std::vector<std::uint8_t> own_only_in_send_;  // per chunk of our block: its sum is our contribution, in send_
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
   std::vector<float> result_;                 // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)

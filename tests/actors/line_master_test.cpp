@@ -24,7 +24,7 @@ struct LineMasterFixture {
     l.settings.round.advance_threshold = advance;
     l.settings.round.quorum = allreduce::QuorumMode::fraction;  // timeout mode has a case of its own
     l.settings.rounds_in_flight = k;
-    for (std::size_t i = 0; i < members.size(); ++i) l.peers.push_back({i + 1, members[i], ""});
+    for (std::size_t i = 0; i < members.size(); ++i) l.peers.push_back({i + 1, members[i], "", ""});
     return l;
   }
 
