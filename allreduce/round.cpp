@@ -23,16 +23,39 @@ Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundC
       complete_quorum_(quorum(config.complete_threshold, partition_.chunk_count())),
       block_(partition_.block(self)),
       first_chunk_(partition_.first_chunk(self)) {
+  size_buffers();
+}
+
+void Round::size_buffers() {
   const std::uint32_t peers = partition_.peers();
   const std::size_t model_floats = partition_.model_floats();
-  const std::uint32_t our_chunks = partition_.chunks_in_block(self);
-  send_.assign(model_floats, 0.0f);
-  sum_.assign(block_.length, 0.0);
+  const std::uint32_t our_chunks = partition_.chunks_in_block(self_);
+  // resize, not assign: every float is written before it is read (the fetch fills send_, a chunk's first
+  // contribution is assigned to sum_, and only chunks with a mean are read from result_).
+  send_.resize(model_floats);
+  sum_.resize(block_.length);
   contributions_.assign(our_chunks, 0);
   own_only_in_send_.assign(our_chunks, 0);
   contributed_.assign(std::size_t{our_chunks} * peers, 0);
-  result_.assign(model_floats, 0.0f);
+  result_.resize(model_floats);
   counts_.assign(partition_.chunk_count(), 0);
+}
+
+Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                      const RoundConfig& config) {
+  auto partition = Partition::create(model_floats, peers, config.max_chunk_floats);
+  if (!partition) return partition.error();
+  if (self >= peers) return Error{.message = "round: our index must be below the number of peers"};
+  partition_ = std::move(partition).value();
+  self_ = self;
+  mode_ = config.quorum;
+  reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
+  complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
+  block_ = partition_.block(self);
+  first_chunk_ = partition_.first_chunk(self);
+  size_buffers();
+  reset(key);
+  return {};
 }
 
 void Round::reset(const RoundKey& key) {

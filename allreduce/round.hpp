@@ -72,6 +72,11 @@ class Round {
   // timeout's clock).
   static Result<Round> create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
                               const RoundConfig& config);
+  // The next round of a new line version (other peers, our index, settings) in this Round's buffers: they keep
+  // their capacity, so a line that changes allocates only where a buffer must grow (our block, when the line
+  // shrinks), and a node's memory does not step up at each change. Errors as create()'s; the Round is unchanged.
+  Status reshape(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                 const RoundConfig& config);
   // Copying would leave Sends pointing into the original's buffers.
   Round(const Round&) = delete;
   Round& operator=(const Round&) = delete;
@@ -154,6 +159,7 @@ class Round {
   // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
   void reduce(std::uint32_t c, std::span<const float> last = {});
   void complete_if_quorum();
+  void size_buffers();  // to partition_ and self_
   // Adds a contribution to chunk k of our block (its first one is assigned, so sum_ needs no zeroing).
   void accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values);
 

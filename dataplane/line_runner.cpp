@@ -36,9 +36,11 @@ bool LineRunner::start_line(LineSpec spec) {
   abandon_all();
   floor_ = std::max(floor_, incoming);
   line_ = std::move(spec);
-  slots_.clear();
+  // The Rounds stay, to be reshaped for this line at their slot's first round (their buffers reused); a slot
+  // with none allocates its Round then.
+  for (Slot& slot : slots_) slot.reshape = true;
   ++generation_;
-  slots_.resize(line_->rounds_in_flight);  // each Round is allocated at its slot's first round
+  slots_.resize(line_->rounds_in_flight);
   return true;
 }
 
@@ -47,7 +49,7 @@ void LineRunner::drop_line(std::optional<Version> older_than) {
   if (older_than && Version{line_->epoch, line_->layout_version} >= *older_than) return;
   abandon_all();
   line_.reset();
-  slots_.clear();
+  for (Slot& slot : slots_) slot.reshape = true;  // kept for the next line (a node that lost its cluster rejoins)
   ++generation_;
 }
 
@@ -97,8 +99,14 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
     outbox_.retire({dim_, i});
     slot.active = false;
   }
-  if (slot.round) {
+  if (slot.round && !slot.reshape) {
     slot.round->reset(key);
+  } else if (slot.round) {
+    if (!slot.round->reshape(key, model_.floats, static_cast<std::uint32_t>(line_->peers.size()), line_->self_index,
+                             line_->round)
+             .ok())
+      return false;  // start_line's spec was checked by the actors; a last line of defence
+    slot.reshape = false;
   } else {
     auto created = allreduce::Round::create(key, model_.floats, static_cast<std::uint32_t>(line_->peers.size()),
                                             line_->self_index, line_->round);

@@ -142,6 +142,7 @@ class LineRunner {
     std::optional<allreduce::Round> round;
     bool active = false;  // `round` holds a round of this line that has started (fetched and scattered)
     bool done = false;    // its update is applied and its RoundDone told
+    bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
   };
 
   void abandon_all();

@@ -19,6 +19,4 @@ run() {
 run grid_moves "$build/bench/bench_grid_moves"
 run learner_gflops "$build/bench/bench_learner_gflops"
 run convergence "$build/bench/bench_convergence" --epochs 10
-for extra in "$build"/bench/bench_allreduce; do
-  [ -x "$extra" ] && run allreduce "$extra"
-done
+run allreduce_compare bench/allreduce_compare "$build"

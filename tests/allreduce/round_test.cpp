@@ -506,6 +506,32 @@ TEST_CASE("reset runs the next round in the same buffers: exact means, nothing o
   CHECK(line.peer(0).on_scatter({kKey, 1, 0, line.peer(1).send_buffer().first(2)}).verdict == Verdict::stale);
 }
 
+TEST_CASE("reshape runs a round of a new line version in the old Round's buffers, with exact means") {
+  // Peer 2 of a line of 3 becomes peer 1 of a line of 2 (a member left): the same model, other blocks.
+  Round old = Round::create(kKey, 6, 3, 2, config(1, 1, QuorumMode::fraction, 2)).value();
+  const float* send = old.send_buffer().data();
+  const float* result = old.result().data();
+  RoundKey next = kKey;
+  next.layout_version = 10;
+  next.round = 0;
+  CHECK_FALSE(old.reshape(next, 6, 2, 2, config(1, 1, QuorumMode::fraction, 2)).ok());  // self >= peers
+  REQUIRE(old.reshape(next, 6, 2, 1, config(1, 1, QuorumMode::fraction, 2)).ok());
+  CHECK(old.send_buffer().data() == send);  // the model-sized buffers are kept
+  CHECK(old.result().data() == result);
+  CHECK(old.key() == next);
+  CHECK_FALSE(old.started());
+
+  SimulatedLine line(6, 2, config(1, 1, QuorumMode::fraction, 2), next);
+  line.peer(1) = std::move(old);
+  fill_tens(line);
+  line.scatter_all();
+  line.deliver_all();
+  REQUIRE(line.all_complete());
+  for (std::uint32_t i = 0; i < 2; ++i)
+    for (std::size_t index = 0; index < 6; ++index) CHECK(line.peer(i).result()[index] == 5.0f + index);
+  CHECK(line.peer(1).send_buffer().data() == send);
+}
+
 TEST_CASE("a reduced chunk read straight into the result counts once its payload is there, as on_reduced counts it") {
   SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction, 2), kKey);
   fill_tens(line);
