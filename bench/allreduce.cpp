@@ -15,11 +15,15 @@
 //                   [--rounds-in-flight 1] [--dims 1] [--csv] [--set key=value]...
 //
 // --csv prints one line per size: gridtrain,<dims>d,procs,bytes,seconds,algbw,busbw,ok. --set passes a config
-// override to every node (allreduce.max_chunk_floats=..., say).
+// override to every node (allreduce.max_chunk_floats=..., say). --straggle STOP_MS,PERIOD_MS makes one node a
+// straggler (SIGSTOP for STOP_MS of every PERIOD_MS; a node that masters no line and does not host the
+// GridMaster): the figures are then the other nodes', and the check leaves the straggler out.
 // Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds. On a
 // 2-core machine 4 processes are oversubscribed: small sizes then measure scheduling as much as the transport.
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -71,6 +75,7 @@ int main(int argc, char** argv) {
   long in_flight = 1;
   long dims = 1;
   bool csv = false;
+  long straggle_stop_ms = 0, straggle_period_ms = 0;
   std::vector<std::string> overrides;
   for (int i = 1; i < argc; i += 2) {
     if (!std::strcmp(argv[i], "--csv")) {
@@ -85,6 +90,15 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--gridnode")) gridnode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--dims")) dims = std::stol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--set")) overrides.push_back(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--straggle")) {
+      const auto v = parse_list(argv[i + 1]);
+      if (v.size() != 2 || v[0] <= 0 || v[1] <= v[0]) {
+        std::fprintf(stderr, "error: --straggle wants STOP_MS,PERIOD_MS with 0 < STOP_MS < PERIOD_MS\n");
+        return 2;
+      }
+      straggle_stop_ms = v[0];
+      straggle_period_ms = v[1];
+    }
     else if (!std::strcmp(argv[i], "--procs")) procs = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--floats")) sizes = parse_list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seconds")) seconds = std::stod(argv[i + 1]);
@@ -116,6 +130,7 @@ int main(int argc, char** argv) {
                                     "complete_threshold: 1, advance_threshold: 1}\n"
                                  << "learner: {kind: probe, probe_floats: " << s << "}\n";
       std::vector<std::unique_ptr<app::ChildProcess>> nodes;
+      std::vector<std::string> node_addresses;
       std::string seed;
       bool started = true;
       for (long i = 0; i < p && started; ++i) {
@@ -132,19 +147,24 @@ int main(int argc, char** argv) {
         if (!line) {
           std::fprintf(stderr, "error: node %ld did not start: %s\n", i, nodes.back()->output().c_str());
           started = false;
-        } else if (seed.empty()) {
-          seed = line->substr(line->find("listening on ") + 13);
+        } else {
+          node_addresses.push_back(line->substr(line->find("listening on ") + 13));
+          if (seed.empty()) seed = node_addresses.back();
         }
       }
       if (!started) return 1;
       auto seed_endpoint = config::parse_endpoint(seed).value();
       std::uint32_t effective_dims = 1;
+      std::string straggler_address;  // "" without --straggle
       double mean_spread = 0, mean_of_means = 0;  // of the nodes' model means, at the last sample
       auto sample = [&]() -> std::optional<Sample> {
         auto view = runtime.grid_view(seed_endpoint, 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
         double sum = 0, lo = 1e300, hi = -1e300, means = 0;
+        long counted = 0;
         for (auto& n : view.value().nodes) {
+          if (n.place.address == straggler_address) continue;
+          ++counted;
           sum += static_cast<double>(n.figures.rounds_done);
           lo = std::min(lo, n.figures.param_mean);
           hi = std::max(hi, n.figures.param_mean);
@@ -154,14 +174,44 @@ int main(int argc, char** argv) {
         effective_dims = static_cast<std::uint32_t>(std::max<long>(
             1, std::count_if(view.value().shape.begin(), view.value().shape.end(), [](auto side) { return side > 1; })));
         mean_spread = hi - lo;
-        mean_of_means = means / static_cast<double>(p);
+        mean_of_means = means / static_cast<double>(counted);
         auto now = std::chrono::steady_clock::now().time_since_epoch();
-        return Sample{std::chrono::duration<double>(now).count(), sum / static_cast<double>(p)};
+        return Sample{std::chrono::duration<double>(now).count(), sum / static_cast<double>(counted)};
       };
       // Wait until every node is placed and rounds run, then measure over `seconds` (at least 5 rounds).
       std::optional<Sample> first;
       for (int tries = 0; tries < 600 && (!first || first->rounds < 2); ++tries) {
         std::this_thread::sleep_for(100ms);
+        first = sample();
+      }
+      // The straggler: a node with no line to master and no GridMaster, so that what is measured is the line
+      // going on without it, not the line waiting for its master.
+      std::atomic<bool> straggling{false};
+      std::thread straggler;
+      if (straggle_period_ms > 0) {
+        auto view = runtime.grid_view(seed_endpoint, 10s);
+        std::size_t victim = nodes.size();
+        if (view)
+          for (std::size_t i = 0; i < nodes.size() && victim == nodes.size(); ++i)
+            for (const auto& n : view.value().nodes)
+              if (n.place.address == node_addresses[i] && n.place.masters.empty() &&
+                  n.place.node_id != view.value().grid_master_node)
+                victim = i;
+        if (victim == nodes.size()) {
+          std::fprintf(stderr, "error: no node to make a straggler (each masters a line or the GridMaster)\n");
+          return 1;
+        }
+        straggler_address = node_addresses[victim];
+        straggling = true;
+        straggler = std::thread([&, victim] {
+          while (straggling) {
+            nodes[victim]->signal(SIGSTOP);
+            std::this_thread::sleep_for(std::chrono::milliseconds(straggle_stop_ms));
+            nodes[victim]->signal(SIGCONT);
+            std::this_thread::sleep_for(std::chrono::milliseconds(straggle_period_ms - straggle_stop_ms));
+          }
+        });
+        std::this_thread::sleep_for(1s);  // into the duty cycle before the first sample
         first = sample();
       }
       std::optional<Sample> last;
@@ -170,6 +220,10 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(250ms);
         last = sample();
         if (last && first && last->seconds - first->seconds >= seconds && last->rounds - first->rounds >= 5) break;
+      }
+      if (straggler.joinable()) {
+        straggling = false;
+        straggler.join();
       }
       if (!first || !last || last->rounds <= first->rounds) {
         std::printf("%5ld %12ld  no rounds measured\n", p, s);

@@ -5,6 +5,8 @@
 # Usage: scripts/peers-allreduce.sh BUILD_DIR "2,4" "1024,65536,1048576,16777216" [SECONDS]
 #   (SECONDS: timed seconds per size and algorithm, default 3). Exits non-zero if a peer fails or a sum check
 #   fails. A peer that was not built (library missing) is skipped with a note on stderr.
+# STRAGGLE=STOP_MS,PERIOD_MS in the environment makes the last rank a straggler: SIGSTOP for STOP_MS of every
+# PERIOD_MS while it runs (bench/straggler).
 set -euo pipefail
 
 if [ $# -lt 3 ] || [ $# -gt 4 ]; then
@@ -28,6 +30,7 @@ stop_peers() {
 }
 # shellcheck disable=SC2317  # called from the EXIT trap
 cleanup() {
+  stop_straggle
   stop_peers
   [ ${#tmpdirs[@]} -eq 0 ] || rm -rf "${tmpdirs[@]}"
 }
@@ -35,6 +38,27 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM   # runs the EXIT trap
 
 failed=0
+
+# The straggler's duty cycle, on `$1`, in the background; its PID goes to `duty`. Ends when the rank does.
+duty=""
+straggle() {
+  [ -n "${STRAGGLE:-}" ] || return 0
+  local stop_ms=${STRAGGLE%,*} period_ms=${STRAGGLE#*,} victim=$1
+  (
+    while kill -STOP "$victim" 2> /dev/null; do
+      sleep "$(awk -v m="$stop_ms" 'BEGIN { print m / 1000 }')"
+      kill -CONT "$victim" 2> /dev/null || break
+      sleep "$(awk -v m="$((period_ms - stop_ms))" 'BEGIN { print m / 1000 }')"
+    done
+  ) &
+  duty=$!
+}
+stop_straggle() {
+  [ -n "$duty" ] || return 0
+  kill "$duty" 2> /dev/null || true
+  wait "$duty" 2> /dev/null || true
+  duty=""
+}
 # Prints a peer's CSV output and flags any line that is not a passed check.
 emit() {
   local line
@@ -56,6 +80,7 @@ run_gloo() {
       > "$dir/out.$r" &
     pids+=($!)
   done
+  straggle "${pids[$((p - 1))]}"
   rc=0
   while [ ${#pids[@]} -gt 0 ] && [ $rc -eq 0 ]; do
     sleep 0.2
@@ -69,6 +94,7 @@ run_gloo() {
     done
     pids=("${alive[@]}")
   done
+  stop_straggle
   if [ $rc -ne 0 ]; then
     echo "error: gloo with $p processes failed (exit $rc)" >&2
     stop_peers
@@ -91,7 +117,18 @@ run_mpi() {
     -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000 \
     "$mpi" --floats "$sizes" --seconds "$seconds" --label "$label" > "$dir/out" &
   pids=($!)
+  if [ -n "${STRAGGLE:-}" ]; then
+    local victim=""
+    for _ in $(seq 100); do
+      # mpirun matches too; its ranks start after it, so the newest PID is a rank.
+      victim=$(pgrep -f -- "$mpi" | sort -n | tail -1 || true)
+      [ -n "$victim" ] && [ "$(pgrep -f -- "$mpi" | wc -l)" -gt "$p" ] && break
+      sleep 0.1
+    done
+    [ -n "$victim" ] && straggle "$victim"
+  fi
   wait "${pids[0]}" || rc=$?
+  stop_straggle
   pids=()
   if [ $rc -ne 0 ]; then
     echo "error: mpi ($label) with $p processes failed (exit $rc)" >&2
