@@ -60,7 +60,7 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c.allreduce.advance_threshold == 0.5);
   CHECK(c.allreduce.quorum == QuorumMode::timeout);
   CHECK(c.allreduce.quorum_timeout_ms == 200);
-  CHECK(c.allreduce.max_chunk_floats == 65536);
+  CHECK(c.allreduce.max_chunk_floats == 262144);
   CHECK(c.allreduce.elastic_rate == 0.3);
   CHECK(c.allreduce.every_steps == 0);
   CHECK(c.learner.kind == LearnerKind::model);
