@@ -11,7 +11,8 @@
 #include "test_support.hpp"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtimes export it; GCC installs no header for it on Debian 12 (clang's has this declaration).
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 
 namespace gridtrain::testing {
