@@ -135,6 +135,9 @@ struct Link : std::enable_shared_from_this<Link> {
   void close();
   void pump_write();
   void pump_read();
+  // Waits until the socket is ready for `what`, with `armed` set meanwhile, then calls `go_on`; a link reset in
+  // between (its generation moved on) is left alone.
+  void await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go_on)());
   void resume();
   void drop_queue();
 
@@ -397,16 +400,8 @@ void Link::pump_write() {
     const ssize_t wrote = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
     if (wrote < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        write_armed = true;
-        socket->async_wait(tcp::socket::wait_write, [self = shared_from_this(), g = generation](std::error_code e) {
-          if (self->generation != g) return;
-          self->write_armed = false;
-          if (e) return self->fail(e.message());
-          self->pump_write();
-        });
-        return;
-      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return await(tcp::socket::wait_write, &Link::write_armed, &Link::pump_write);
       return fail(std::strerror(errno));
     }
     burst += static_cast<std::size_t>(wrote);
@@ -428,6 +423,16 @@ void Link::pump_write() {
     asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
       if (self->generation == g) self->pump_write();
     });
+}
+
+void Link::await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go_on)()) {
+  this->*armed = true;
+  socket->async_wait(what, [self = shared_from_this(), g = generation, armed, go_on](std::error_code e) {
+    if (self->generation != g) return;
+    (*self).*armed = false;
+    if (e) return self->fail(e.message());
+    ((*self).*go_on)();
+  });
 }
 
 void Link::pump_read() {
@@ -460,16 +465,8 @@ void Link::pump_read() {
     if (want != 0 && got == 0) return fail("the peer closed the connection");
     if (got < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        read_armed = true;
-        socket->async_wait(tcp::socket::wait_read, [self = shared_from_this(), g = generation](std::error_code e) {
-          if (self->generation != g) return;
-          self->read_armed = false;
-          if (e) return self->fail(e.message());
-          self->pump_read();
-        });
-        return;
-      }
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return await(tcp::socket::wait_read, &Link::read_armed, &Link::pump_read);
       return fail(std::strerror(errno));
     }
     burst += static_cast<std::size_t>(got);
@@ -829,11 +826,5 @@ std::unique_ptr<Endpoint> Service::add_endpoint(EndpointSetup setup) {
   return std::make_unique<Endpoint>(shared_from_this(), std::move(state));
 }
 
-std::size_t Service::poll() {
-  std::size_t ran = 0;
-  while (const std::size_t n = io_.poll()) ran += n;
-  io_.restart();
-  return ran;
-}
 
 }  // namespace gridtrain::dataplane

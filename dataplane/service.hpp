@@ -46,7 +46,7 @@ struct ServiceOptions {
   std::string host = "127.0.0.1";  // where to listen: the node's advertised host
   std::uint16_t port = 0;           // 0: a free one
   bool listen = true;               // false: in-process peers only (deterministic tests)
-  bool own_thread = true;           // false: the owner runs it with poll() (deterministic tests)
+  bool own_thread = true;           // false: the owner runs it with poll_one() (deterministic tests)
   int socket_buffer_bytes = 0;      // SO_SNDBUF and SO_RCVBUF of every data connection; 0: the kernel's autotuning
 };
 
@@ -99,8 +99,6 @@ class Service : public std::enable_shared_from_this<Service> {
   // host:port of the listening socket; "" when it does not listen.
   std::string address() const { return address_; }
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
-  // Without a thread of its own: runs the handlers that are ready, and returns how many ran.
-  std::size_t poll();
   // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
   std::size_t poll_one() { return io_.poll_one(); }
   // Stops the thread and closes every connection; endpoints do nothing after this.
