@@ -5,22 +5,10 @@
 #include <numeric>
 
 #include "dataplane/handshake.hpp"
+#include "tests/dataplane/keyed_mac.hpp"
 
 using namespace gridtrain::dataplane;
-
-namespace {
-
-// A stand-in MAC keyed by `key`: enough to tell keys apart, which is all the handshake needs of it here.
-MacFunction keyed(std::uint8_t key) {
-  return [key](std::span<const std::byte> message) {
-    Mac mac{};
-    for (std::size_t i = 0; i < message.size(); ++i)
-      mac[i % mac.size()] ^= static_cast<std::byte>(std::to_integer<std::uint8_t>(message[i]) * 31 + key + i);
-    return mac;
-  };
-}
-
-}  // namespace
+using gridtrain::testing::keyed;
 
 TEST_CASE("handshake messages round-trip, and each refuses another's bytes") {
   Hello hello{kDataProtocol, 11, 22, 5, make_nonce()};

@@ -11,22 +11,14 @@
 
 #include "allreduce/elastic_update.hpp"
 #include "dataplane/service.hpp"
+#include "tests/dataplane/keyed_mac.hpp"
 
 using namespace gridtrain;
 using namespace gridtrain::dataplane;
+using gridtrain::testing::keyed;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A stand-in for HMAC-SHA-256 under a token: what matters here is that another token gives another MAC.
-MacFunction keyed(std::uint8_t key) {
-  return [key](std::span<const std::byte> message) {
-    Mac mac{};
-    for (std::size_t i = 0; i < message.size(); ++i)
-      mac[i % mac.size()] ^= static_cast<std::byte>(std::to_integer<std::uint8_t>(message[i]) * 31 + key + i);
-    return mac;
-  };
-}
 
 // One node: a model of `floats` floats holding base + index, its endpoint, and the rounds it finished.
 struct Node {
