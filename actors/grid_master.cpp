@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <ctime>
 
 #include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
@@ -40,6 +41,14 @@ Status admit(const GridMasterState& s, const Join& join) {
   return {};
 }
 
+// The CPU time of the calling thread, in ns: what handling a change cost the GridMaster, without the time its
+// thread waited for a core (the nodes' rounds share the cores with it).
+std::uint64_t cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
 // The layout a GridMaster starts from, empty, as the cluster's config asks.
 grid::Layout empty_layout(const config::Config& config) {
   return config.grid.dims ? grid::Layout::fixed(*config.grid.dims) : grid::Layout::automatic(config.grid.max_line);
@@ -48,14 +57,17 @@ grid::Layout empty_layout(const config::Config& config) {
 // What an electing or stepping-down GridMaster tells a node that wants in: no cluster to join now, ask again.
 constexpr const char* kNoGridMasterNow = "the cluster has no GridMaster now (electing one); try again";
 
-// Tells the lines what the delta changed: every stop before any start (LayoutDelta's contract).
-void apply(Self self, const grid::LayoutDelta& delta) {
+// Tells the lines what the delta changed: every stop before any start (LayoutDelta's contract). Returns the
+// control messages this makes: its own, and the StartLine each appointed LineMaster passes on to its peers.
+std::uint64_t apply(Self self, const grid::LayoutDelta& delta) {
   auto& s = self->state;
+  std::uint64_t messages = 0;
   for (const auto& [id, old_master] : delta.stopped) {
     auto m = s.members.find(old_master);
     if (m == s.members.end()) continue;  // it left, or died
     self->send(m->second.line_masters[static_cast<std::size_t>(id.dim)],
                StopLine{s.epoch, s.layout_version, static_cast<std::uint32_t>(id.dim), id.index});
+    ++messages;
   }
   for (const grid::LineState& line : delta.started) {
     StartLine start{s.epoch, s.layout_version, static_cast<std::uint32_t>(line.id.dim), line.id.index, {},
@@ -65,8 +77,10 @@ void apply(Self self, const grid::LayoutDelta& delta) {
       const auto& m = s.members.at(id);
       start.peers.push_back({id, m.dimension_nodes[dim], m.address, m.data_address});
     }
+    messages += 1 + start.peers.size();
     self->send(s.members.at(line.master).line_masters[dim], std::move(start));
   }
+  return messages;
 }
 
 // Every line of the layout started under the present epoch and version (a successor's takeover).
@@ -98,24 +112,86 @@ GridState grid_state(const GridMasterState& s) {
 
 namespace {
 
-// Every node told the grid's state (for status and failover).
-void push_state(Self self) {
+// The grid's state reaches the members (for status and failover) in two ways (docs/design.md, "Membership at
+// scale"): soon after a change, the joiner and the members of the lines the change restarted; the others with the
+// answer to their next report. So a change costs messages in proportion to the lines it touched, not to the
+// cluster. A state holds every member, so building it costs in proportion to the cluster: the states due are sent
+// together by one flush (flush_atom, which this GridMaster sends itself and so handles after the messages already
+// waiting), from one message built once per state_generation. Under a burst of joins (a cluster forming) or of
+// reports, one build serves them all, and the GridMaster stays free to answer reports: at 4,096 nodes, a build
+// per join kept it from answering for longer than the silence limit, and the members elected another.
+void send_state(Self self, GridMasterState::Member& m) {
   auto& s = self->state;
-  auto state = caf::make_message(grid_state(s));
-  for (const auto& [id, m] : s.members) self->send(m.node, state);
+  if (m.state_sent == s.state_generation) return;
+  if (s.state_message_generation != s.state_generation) {
+    const std::uint64_t began = cpu_ns();
+    s.state_message = caf::make_message(grid_state(s));
+    s.state_message_generation = s.state_generation;
+    ++s.membership.state_builds;
+    s.membership.state_build_ns += cpu_ns() - began;
+  }
+  self->send(m.node, s.state_message);
+  m.state_sent = s.state_generation;
+  ++s.membership.states_sent;
+}
+
+void arm_flush(Self self) {
+  if (self->state.flush_armed) return;
+  self->state.flush_armed = true;
+  self->send(self, flush_atom::value);
+}
+
+// Member `id` is sent the state at the next flush, unless it holds this generation's. Returns 1 if that makes a
+// message, 0 if it has the state or one is due anyway.
+std::uint64_t mark_due(Self self, std::uint64_t id, GridMasterState::Member& m) {
+  auto& s = self->state;
+  if (m.state_sent == s.state_generation || m.state_due) return 0;
+  m.state_due = true;
+  s.state_due.push_back(id);
+  arm_flush(self);
+  return 1;
+}
+
+// The states now due (the newest generation), then the welcomes that wait for them: a joiner's warm start reads its
+// line peers from the state.
+void flush(Self self) {
+  auto& s = self->state;
+  s.flush_armed = false;
+  for (std::uint64_t id : s.state_due)
+    if (auto m = s.members.find(id); m != s.members.end()) {
+      m->second.state_due = false;
+      send_state(self, m->second);
+    }
+  s.state_due.clear();
+  for (Welcome& welcome : s.welcomes_due)
+    if (auto m = s.members.find(welcome.node_id); m != s.members.end()) self->send(m->second.node, std::move(welcome));
+  s.welcomes_due.clear();
 }
 
 // A change: a new layout version, which the present members are confirmed by once each has acknowledged it.
 void next_version(GridMasterState& s) {
   ++s.layout_version;
+  ++s.state_generation;
   s.confirm_version = s.layout_version;
+  s.unacked = s.members.size();
 }
 
-// After every change: a new layout version, the lines told, and every node told.
-void changed(Self self, const grid::LayoutDelta& delta) {
+// The members of the lines `delta` started (their lines changed) are due the state. Returns the messages that
+// makes.
+std::uint64_t tell_lines_state(Self self, const grid::LayoutDelta& delta) {
+  auto& s = self->state;
+  std::uint64_t messages = 0;
+  for (const grid::LineState& line : delta.started)
+    for (grid::NodeId id : line.members)
+      if (auto m = s.members.find(id); m != s.members.end()) messages += mark_due(self, id, m->second);
+  return messages;
+}
+
+// After a join: a new layout version, the lines told, and their members told the state. Returns the messages sent.
+std::uint64_t changed(Self self, const grid::LayoutDelta& delta) {
   next_version(self->state);
-  apply(self, delta);
-  push_state(self);
+  const std::uint64_t messages = apply(self, delta);
+  return messages + tell_lines_state(self, delta);
 }
 
 // How many of the confirmed members it still has (its own node included).
@@ -139,15 +215,20 @@ void remove(Self self, std::uint64_t id, const char* why) {
   auto& s = self->state;
   auto m = s.members.find(id);
   if (m == s.members.end()) return;
+  const std::uint64_t began = cpu_ns();
   self->demonitor(m->second.node);
   const grid::LayoutDelta delta = s.layout.remove(id);
   next_version(s);
   // The lines first, while the member's handles are still known: the lines it mastered get their StopLine even if
   // it is still alive (stalled past the connection timeout, say), so that its LineMasters stop driving them.
-  apply(self, delta);
+  std::uint64_t messages = apply(self, delta);
   self->send(m->second.node, Removed{id, s.epoch, s.layout_version});
   s.members.erase(m);
-  push_state(self);
+  --s.unacked;  // next_version counted it
+  messages += 1 + tell_lines_state(self, delta);
+  ++s.membership.leaves;
+  s.membership.leave_messages += messages;
+  s.membership.leave_ns += cpu_ns() - began;
   spdlog::info("grid_master: node {:016x} {}; {} members, layout version {}", id, why, s.members.size(),
                s.layout_version);
 }
@@ -171,20 +252,23 @@ bool lost(Self self, std::uint64_t id, const std::string& why) {
 // Every member acknowledged the version of the last change: the present members are the confirmed ones.
 void confirm_if_acked(Self self) {
   auto& s = self->state;
-  if (s.confirm_version == 0) return;
-  for (const auto& [id, m] : s.members)
-    if (m.acked_version < s.confirm_version) return;
+  if (s.confirm_version == 0 || s.unacked > 0) return;
   s.confirm_version = 0;
   std::set<std::uint64_t> present;
   for (const auto& [id, m] : s.members) present.insert(id);
   if (present == s.quorum_members) return;
   s.quorum_members = std::move(present);
-  push_state(self);  // the nodes elect against the confirmed members they hold
+  // Every member is sent the state that says so, at the next flush, not with its next report: a failover counts
+  // the confirmed members a node holds, and a cluster whose nodes still held the confirmed members of its first
+  // join (the bootstrapping node alone) could not elect a successor to it. One state each per confirmation, and a
+  // confirmation waits for every member to hold the last change: one per burst of changes.
+  ++s.state_generation;
+  for (auto& [id, m] : s.members) mark_due(self, id, m);
 }
 
 GridView grid_view(const GridMasterState& s) {
   GridState g = grid_state(s);
-  GridView out{g.epoch, g.layout_version, g.dims, g.shape, {}, g.grid_master_node};
+  GridView out{g.epoch, g.layout_version, g.dims, g.shape, {}, g.grid_master_node, s.membership};
   std::vector<const std::vector<float>*> samples;
   for (MemberState& ms : g.members) {
     const auto& report = s.members.at(ms.place.node_id).report;
@@ -229,8 +313,9 @@ void admit_join(Self self, const Join& join) {
     self->send(join.node, Reject{join.node_id, why});
     return;
   }
+  const std::uint64_t began = cpu_ns();
   s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.data_address, join.node,
-                                                         join.dimension_nodes, join.line_masters, {}, 0, 0,
+                                                         join.dimension_nodes, join.line_masters, {}, 0, 0, false, 0,
                                                          self->clock().now()});
   self->monitor(join.node);
   // Its Join may have come through a seed: CAF would reach it through that node, and a death behind a relay is
@@ -240,8 +325,15 @@ void admit_join(Self self, const Join& join) {
   connect_directly(self, s.setup.node_id, join.node_id, join.node, join.address);
   const grid::LayoutDelta delta = s.layout.add(join.node_id);
   // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
-  changed(self, delta);
-  self->send(join.node, welcome_for(self, join.node_id, false));
+  std::uint64_t messages = changed(self, delta);
+  // The welcome goes after the state, at the flush; it names the layout version of this join, which the joiner's
+  // lines were started under.
+  messages += mark_due(self, join.node_id, s.members.at(join.node_id));
+  s.welcomes_due.push_back(welcome_for(self, join.node_id, false));
+  arm_flush(self);
+  ++s.membership.joins;
+  s.membership.join_messages += messages + 1;
+  s.membership.join_ns += cpu_ns() - began;
   spdlog::info("grid_master: node {:016x} at {} joined; {} members, layout version {}", join.node_id, join.address,
                s.members.size(), s.layout_version);
 }
@@ -258,9 +350,13 @@ void watch_silence(Self self) {
   if (stalled) {
     for (auto& [id, m] : s.members) m.heard = now;
   } else if (!s.electing) {
+    // A member in this process (this GridMaster's own node, or every node of an in-process cluster) is judged by
+    // its down_msg alone, which CAF always delivers here: its silence only says that the scheduler is busy, since
+    // the GridMaster runs on a thread of its own (NodeSetup::grid_master_thread). Unless the setup says otherwise.
     std::vector<std::uint64_t> silent;
     for (const auto& [id, m] : s.members)
-      if (now - m.heard > s.setup.silence_limit) silent.push_back(id);
+      if (now - m.heard > s.setup.silence_limit && (s.setup.judge_local_silence || m.node.node() != self->node()))
+        silent.push_back(id);
     for (std::uint64_t id : silent)
       if (!lost(self, id,
                 fmt::format("is unreachable: no report for over {} ms (reached only through another node, its "
@@ -317,13 +413,16 @@ void take_over(Self self) {
   restore_layout(self);
   for (const auto& [id, vote] : s.votes) {
     s.members.emplace(id, GridMasterState::Member{vote.address, vote.data_address, vote.node, vote.dimension_nodes,
-                                                  vote.line_masters, {}, 0, 0, self->clock().now()});
+                                                  vote.line_masters, {}, 0, 0, false, 0, self->clock().now()});
     s.quorum_members.insert(id);  // each voted: it holds this cluster's state from now on
   }
   s.votes.clear();
   start_all_lines(self);
-  push_state(self);
-  for (const auto& [id, m] : s.members) self->send(m.node, welcome_for(self, id, true));
+  ++s.state_generation;
+  for (auto& [id, m] : s.members) {
+    send_state(self, m);  // every member at once: each must know the new epoch's members to stay in it
+    self->send(m.node, welcome_for(self, id, true));
+  }
   spdlog::warn("grid_master: took over as the cluster's GridMaster: epoch {}, {} of the {} members of epoch {} "
                "voted; layout version {}",
                s.epoch, s.members.size(), last.quorum_members.size(), last.epoch, s.layout_version);
@@ -409,6 +508,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         // The first member (the bootstrapping node, or a joiner) is confirmed at once: there is nobody to ask.
         if (s.quorum_members.empty() && !s.members.empty()) s.quorum_members.insert(join.node_id);
       },
+      [self](flush_atom) { flush(self); },
       [self](takeover_atom) {
         auto& s = self->state;
         s.grace_armed = false;
@@ -435,7 +535,11 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
           return true;
         }
-        if (report.epoch == s.epoch) m->second.acked_version = std::max(m->second.acked_version, report.layout_version);
+        if (report.epoch == s.epoch && report.layout_version > m->second.acked_version) {
+          if (m->second.acked_version < s.confirm_version && report.layout_version >= s.confirm_version) --s.unacked;
+          m->second.acked_version = report.layout_version;
+        }
+        mark_due(self, report.node_id, m->second);  // if it has not had this generation's
         // The node checks its half on its reports' timer: see send_reports() in node.cpp.
         if (++m->second.reports % kRouteCheckEvery == 0)
           connect_directly(self, s.setup.node_id, report.node_id, m->second.node, m->second.address);

@@ -51,6 +51,8 @@ struct GridMasterSetup {
   // reports a death only over a direct connection; behind a relay a killed member stayed in the grid for good.
   // The nodes report every 250 ms; the node sets this to several connection timeouts (see node.cpp).
   std::chrono::milliseconds silence_limit{0};
+  // Members in this process are judged by silence too: only for tests whose local stand-ins play remote members.
+  bool judge_local_silence = false;
 };
 
 // Joins of new nodes an electing GridMaster holds until it takes over; more are refused (the node retries).
@@ -68,6 +70,8 @@ struct GridMasterState {
     std::vector<caf::actor> line_masters;
     std::optional<NodeReport> report;
     std::uint64_t acked_version = 0;  // the layout version of this epoch its last report acknowledged
+    std::uint64_t state_sent = 0;     // the state_generation it was last sent (grid_master.cpp, send_state)
+    bool state_due = false;           // listed in state_due
     std::uint64_t reports = 0;  // every kRouteCheckEvery-th report also checks the route to it
     caf::actor_clock::time_point heard;  // its last report, or its welcome
   };
@@ -85,6 +89,15 @@ struct GridMasterState {
   // before the present members are confirmed in their place (0: nothing to confirm).
   std::set<std::uint64_t> quorum_members;
   std::uint64_t confirm_version = 0;
+  std::size_t unacked = 0;  // members that have not acknowledged confirm_version yet
+  // Raised on every change to what the GridState holds; the state as a message, built once per generation.
+  std::uint64_t state_generation = 1;
+  caf::message state_message;
+  std::uint64_t state_message_generation = 0;
+  // What the next flush sends: the state to these members, then these welcomes (grid_master.cpp, flush).
+  std::vector<std::uint64_t> state_due;
+  std::vector<Welcome> welcomes_due;
+  bool flush_armed = false;
   // Electing: the votes so far (the voters' Joins), whether the grace timer is armed, and the Joins of new nodes
   // that wait for the outcome.
   std::map<std::uint64_t, Join> votes;
@@ -92,6 +105,7 @@ struct GridMasterState {
   std::vector<Join> waiting;
   std::uint64_t rejected = 0;
   std::uint64_t bad_messages = 0;
+  MembershipFigures membership;
 };
 
 caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMasterSetup setup);

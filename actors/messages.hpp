@@ -48,7 +48,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 5;
+inline constexpr std::uint32_t protocol_version = 6;
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -381,11 +381,17 @@ typename Inspector::result_type inspect(Inspector& f, NodeView& x) {
   return f(caf::meta::type_name("node_view"), x.place, x.figures, x.param_distance);
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, MembershipFigures& x) {
+  return f(caf::meta::type_name("membership_figures"), x.joins, x.join_messages, x.join_ns, x.leaves,
+           x.leave_messages, x.leave_ns, x.states_sent, x.state_builds, x.state_build_ns);
+}
+
 // The GridMaster's answer to grid_view_atom.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, GridView& x) {
   return f(caf::meta::type_name("grid_view"), x.epoch, x.layout_version, x.dims, x.shape, x.nodes,
-           x.grid_master_node);
+           x.grid_master_node, x.membership);
 }
 
 // -- counters (answers to stats_atom) -----------------------------------------------------------------------------
@@ -430,6 +436,7 @@ using lost_atom = caf::atom_constant<caf::atom("lost")>;
 using walk_atom = caf::atom_constant<caf::atom("walk")>;          // Node: the next step of its rejoin walk
 using silence_atom = caf::atom_constant<caf::atom("silence")>;  // GridMaster: look for members gone silent
 using takeover_atom = caf::atom_constant<caf::atom("takeover")>;  // GridMaster: the election's grace has passed
+using flush_atom = caf::atom_constant<caf::atom("flush")>;  // GridMaster: send the states and welcomes now due
 // Node -> the GridMaster it stands as candidate with: abandon the election (a live cluster or a lower member
 // answered).
 using step_down_atom = caf::atom_constant<caf::atom("stepdown")>;

@@ -115,9 +115,9 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   }
   if (store.size() != 0) f.param_mean = sum / static_cast<double>(store.size());
   f.param_l2 = std::sqrt(square_sum);
-  if (s.grid) {
-    r.epoch = s.grid->epoch;
-    r.layout_version = s.grid->layout_version;
+  if (s.grid()) {
+    r.epoch = s.grid()->epoch;
+    r.layout_version = s.grid()->layout_version;
   }
   if (s.setup.progress) {
     f.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
@@ -142,8 +142,8 @@ void drop_lines(Self self, Version... version) {
 // table, but not in the middleman's cache of connections we dialed, so a connect would dial again.
 void reach(Self self, const std::string& address, const caf::actor& known, std::function<void(caf::actor)> then) {
   auto& s = self->state;
-  if (s.grid) {
-    for (const MemberState& m : s.grid->members)
+  if (s.grid()) {
+    for (const MemberState& m : s.grid()->members)
       if (m.place.address == address && m.node && m.node.node() == self->node()) return then(m.node);
   }
   auto endpoint = config::parse_endpoint(address);
@@ -191,6 +191,13 @@ std::chrono::milliseconds silence_limit(const config::Config& config) {
                   std::chrono::milliseconds(2000));
 }
 
+// A GridMaster linked to this node, on a thread of its own unless the node runs deterministically (see
+// NodeSetup::grid_master_thread).
+caf::actor spawn_grid_master(Self self, GridMasterSetup setup) {
+  if (self->state.setup.grid_master_thread) return self->spawn<caf::linked + caf::detached>(grid_master, std::move(setup));
+  return self->spawn<caf::linked>(grid_master, std::move(setup));
+}
+
 // The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's.
 GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::optional<GridState> takeover) {
   auto& s = self->state;
@@ -219,16 +226,17 @@ void release_early_votes(Self self, const caf::actor& to) {
 // would. Only one that lost the GridMaster stands: one the GridMaster took out (Removed) knows it is alive.
 void stand(Self self) {
   auto& s = self->state;
-  if (!s.lines_kept || !s.grid ||
-      std::none_of(s.grid->members.begin(), s.grid->members.end(),
+  const GridState* last = s.grid();
+  if (!s.lines_kept || !last ||
+      std::none_of(last->members.begin(), last->members.end(),
                    [&](const MemberState& m) { return m.place.node_id == s.setup.node_id; }))
     return;
   withdraw_vote(self);
   spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
                "needs the votes of {} of the {} confirmed members",
-               s.setup.node_id, s.grid->epoch, s.grid->quorum_members.size() / 2 + 1, s.grid->quorum_members.size());
-  GridMasterSetup setup = grid_master_setup(self, s.cluster_config.value_or(s.setup.config), *s.grid);
-  s.candidate = self->spawn<caf::linked>(grid_master, std::move(setup));
+               s.setup.node_id, last->epoch, last->quorum_members.size() / 2 + 1, last->quorum_members.size());
+  GridMasterSetup setup = grid_master_setup(self, s.cluster_config.value_or(s.setup.config), *last);
+  s.candidate = spawn_grid_master(self, std::move(setup));
   send_join(self, s.candidate, true);
   release_early_votes(self, s.candidate);
 }
@@ -257,7 +265,8 @@ void walk_step(Self self, std::uint64_t token) {
   const std::uint64_t next = ++s.walk_token;
   // The first walk skips the node whose GridMaster it just lost: dead, it would cost nothing, but stalled it would
   // hold the walk for a whole connect timeout. Later walks ask it too (it may be alive, and we the ones cut off).
-  if (s.lines_kept && s.walks == 1 && s.grid && entry.id == s.grid->grid_master_node && entry.id != s.setup.node_id)
+  if (s.lines_kept && s.walks == 1 && s.grid() && entry.id == s.grid()->grid_master_node &&
+      entry.id != s.setup.node_id)
     return walk_step(self, next);
   if (entry.id == s.setup.node_id) {
     if (!s.walk_found_lower && !s.candidate) stand(self);
@@ -308,8 +317,8 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
     return address.empty() || address == s.address ||
            std::any_of(s.walk.begin(), s.walk.end(), [&](const auto& e) { return e.address == address; });
   };
-  if (s.grid)
-    for (const MemberState& m : s.grid->members)
+  if (s.grid())
+    for (const MemberState& m : s.grid()->members)
       if (m.place.node_id == s.setup.node_id || !known(m.place.address))
         s.walk.push_back({m.place.node_id, m.place.address, m.node});
   if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address, nullptr});
@@ -326,11 +335,11 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
 void warm_start(Self self, std::function<void(Result<std::uint64_t>)> done) {
   auto& s = self->state;
   std::vector<Placement> places;
-  if (s.grid)
-    for (const MemberState& m : s.grid->members) places.push_back(m.place);
+  if (s.grid())
+    for (const MemberState& m : s.grid()->members) places.push_back(m.place);
   const auto peer = warm_start_peer(places, s.setup.node_id);
   if (!peer) return done(std::uint64_t{0});
-  const auto member = std::find_if(s.grid->members.begin(), s.grid->members.end(),
+  const auto member = std::find_if(s.grid()->members.begin(), s.grid()->members.end(),
                                    [&](const MemberState& m) { return m.place.node_id == peer->node_id; });
   if (!member->node) return done(Error{.message = "warm start: member " + peer->address + " has no handle"});
   const std::uint64_t from = peer->node_id;
@@ -402,10 +411,8 @@ void on_report_answer(Self self, std::uint64_t generation, bool counted) {
     lose_cluster(self, "the GridMaster no longer counts it as a member", false);
 }
 
-void send_reports(Self self, std::uint64_t generation) {
-  auto& s = self->state;
-  if (generation != s.report_generation || s.phase != NodePhase::member) return;
-  if (lost_silent_grid_master(self)) return;
+// One report to the GridMaster, of the membership `generation`.
+void report(Self self, std::uint64_t generation) {
   collect_dims(self, [self, generation](std::vector<DimensionStats> dims) {
     auto& s = self->state;
     if (!s.grid_master || generation != s.report_generation) return;
@@ -413,6 +420,13 @@ void send_reports(Self self, std::uint64_t generation) {
         .then([self, generation](bool counted) { on_report_answer(self, generation, counted); },
               [](caf::error&) {});  // no answer: lost_silent_grid_master() judges the silence
   });
+}
+
+void send_reports(Self self, std::uint64_t generation) {
+  auto& s = self->state;
+  if (generation != s.report_generation || s.phase != NodePhase::member) return;
+  if (lost_silent_grid_master(self)) return;
+  report(self, generation);
   // A direct connection can be lost while both nodes live on (CAF closes one of two connections that a pair
   // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
   // not report a death. Checked again every few seconds; connect_directly() says which side dials.
@@ -458,7 +472,7 @@ void begin(Self self, std::string address) {
     ask_next_seed(self, "");
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
-    auto gm = self->spawn<caf::linked>(grid_master, grid_master_setup(self, s.setup.config, std::nullopt));
+    auto gm = spawn_grid_master(self, grid_master_setup(self, s.setup.config, std::nullopt));
     send_join(self, gm);
   }
 }
@@ -569,11 +583,17 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         else if (join.node)
           self->send(join.node, Reject{join.node_id, kNotAMember, true});
       },
-      [self](GridState& grid) {
+      [self](const GridState& grid) {
         auto& s = self->state;
         // The same version again carries news too: its confirmed members (GridState::quorum_members).
-        if (!s.grid || std::tie(grid.epoch, grid.layout_version) >= std::tie(s.grid->epoch, s.grid->layout_version))
-          s.grid = std::move(grid);
+        const GridState* held = s.grid();
+        if (held && std::tie(grid.epoch, grid.layout_version) < std::tie(held->epoch, held->layout_version)) return;
+        // A newer layout is acknowledged at once, not at the next report: the members are confirmed only once
+        // every one holds it, and a failover counts only confirmed members (docs/design.md, "Membership at scale").
+        const bool newer =
+            !held || std::tie(grid.epoch, grid.layout_version) > std::tie(held->epoch, held->layout_version);
+        s.grid_message = self->current_mailbox_element()->move_content_to_message();  // no copy (node.hpp)
+        if (newer && s.phase == NodePhase::member && s.grid_master) report(self, s.report_generation);
       },
       [self](tick_atom, std::uint64_t generation) { send_reports(self, generation); },
       [self](stats_atom) {

@@ -59,6 +59,12 @@ struct NodeSetup {
   std::chrono::milliseconds rejoin_interval{1000};  // between two rejoin walks; also how long a connect may take
   std::chrono::milliseconds walk_answer_wait{250};   // how long a walk waits for the answer to a Join
   bool paced_by_every_steps = false;  // see LineMasterState::every_steps_budget
+  // The GridMaster this node may host runs on a thread of its own (a detached actor), so that it answers joins and
+  // reports at once however busy the scheduler is with rounds: on the shared scheduler, with thousands of
+  // in-process nodes running rounds, it got 64 messages per pass through every busy actor, its answers to reports
+  // came after the silence limit, and the members elected another. Tests that run actors deterministically
+  // (CAF's test scheduler runs no threads) turn it off.
+  bool grid_master_thread = true;
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
   std::shared_ptr<std::promise<JoinOutcome>> outcome;
@@ -83,7 +89,10 @@ struct NodeState {
   std::uint64_t epoch = 0;
   JoinOutcome outcome;
   std::vector<caf::typed_response_promise<JoinOutcome>> outcome_waiters;
-  std::optional<GridState> grid;  // the last the GridMaster pushed
+  // The last GridState the GridMaster sent, kept as the message it came in: a state holds every member, and the
+  // nodes of one process (the scale benchmark) then share one copy instead of one each.
+  caf::message grid_message;
+  const GridState* grid() const { return grid_message.empty() ? nullptr : &grid_message.get_as<GridState>(0); }
   std::optional<config::Config> cluster_config;  // the cluster's, from the last Welcome (a successor runs it)
   // Rejoining: the walk (node id and address of every member of the last GridState in id order, then other
   // addresses it knows with id 0), the next step, whether a member below it answered in this walk, and the step

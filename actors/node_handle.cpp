@@ -116,6 +116,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                   .join_timeout = options.join_timeout,
                   .rejoin_interval = options.rejoin_interval,
                   .paced_by_every_steps = options.paced_by_every_steps,
+                  .grid_master_thread = options.grid_master_thread,
                   .outcome = std::move(outcome),
                   .progress = options.progress};
   caf::actor actor = system.spawn(node, std::move(setup));

@@ -52,6 +52,8 @@ struct NodeOptions {
   std::chrono::milliseconds rejoin_interval{1000};
   // allreduce.every_steps > 0: this node's LineMasters start a round only when allow_rounds() allowed one.
   bool paced_by_every_steps = false;
+  // See NodeSetup::grid_master_thread: off only where the actor system runs no threads (deterministic tests).
+  bool grid_master_thread = true;
   // The trainer's progress, for the node's reports (gridnode status); null when it does not train.
   std::shared_ptr<learner::TrainingProgress> progress;
 };

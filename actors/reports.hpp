@@ -85,6 +85,25 @@ struct NodeView {
   double param_distance = -1;
 };
 
+// What membership changes cost the GridMaster since it took the cluster (docs/design.md, "Membership at
+// scale"): the joins and leaves it handled; the control messages each caused (StopLine; StartLine, and the
+// StartLine each appointed LineMaster passes on to its line's peers; the GridState for the joiner and the members
+// of the lines it changed; Welcome or Removed); and the CPU time it spent on them. The GridStates sent (after
+// changes and with report answers: the other members fetch a change with their next report) and the CPU time to
+// build them are counted apart: a state holds every member, so its cost grows with the cluster; it is built once
+// per flush of the states due, which serves every change and report before it.
+struct MembershipFigures {
+  std::uint64_t joins = 0;
+  std::uint64_t join_messages = 0;
+  std::uint64_t join_ns = 0;
+  std::uint64_t leaves = 0;
+  std::uint64_t leave_messages = 0;
+  std::uint64_t leave_ns = 0;
+  std::uint64_t states_sent = 0;
+  std::uint64_t state_builds = 0;
+  std::uint64_t state_build_ns = 0;
+};
+
 // The live grid, as the GridMaster sees it (`gridnode status`).
 struct GridView {
   std::uint64_t epoch = 0;
@@ -93,6 +112,7 @@ struct GridView {
   std::vector<std::int32_t> shape;
   std::vector<NodeView> nodes;  // ascending by node id
   std::uint64_t grid_master_node = 0;  // the node that hosts the GridMaster (it moves on failover)
+  MembershipFigures membership;
 };
 
 }  // namespace gridtrain::actors

@@ -24,6 +24,7 @@ actors::NodeSetup DeterministicCluster::setup(std::uint64_t id, std::shared_ptr<
   s.store = std::move(store);
   s.paced_by_every_steps = paced_by_every_steps;
   s.data_plane = sim_.data_plane();
+  s.grid_master_thread = false;  // the test scheduler runs every actor
   if (const auto running = live(); !running.empty()) s.seed_node = node(running.front());
   return s;
 }
@@ -118,7 +119,8 @@ std::vector<std::uint64_t> DeterministicCluster::members() const {
 
 std::uint64_t DeterministicCluster::rounds_in(std::uint64_t id, std::uint32_t dim) const {
   const auto& d = state_of<actors::DimensionNodeState>(state(id).dimension_nodes.at(dim));
-  return d.setup.data->counters(dim).rounds_done;
+  // A DimensionNode the scheduler has not started yet (no message has reached it) has no setup: no rounds.
+  return d.setup.data ? d.setup.data->counters(dim).rounds_done.load() : 0;
 }
 
 std::uint64_t DeterministicCluster::rounds_total(std::uint64_t id) const {

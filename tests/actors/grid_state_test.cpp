@@ -22,6 +22,15 @@ grid::Layout restored(const LayoutState& state) {
   return layout;
 }
 
+// The members of the lines a change restarted hold the new state at once; the others fetch it with their next
+// report, and the confirmation that follows goes to everyone (two report intervals are more than enough).
+void report_twice(DeterministicCluster& cluster) {
+  for (int i = 0; i < 2; ++i) {
+    cluster.sim().advance_time(std::chrono::milliseconds(250));
+    cluster.sim().run();
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every node's last GridState rebuilds the GridMaster's layout and knows every member's handles") {
@@ -29,12 +38,13 @@ TEST_CASE("every node's last GridState rebuilds the GridMaster's layout and know
   for (std::uint64_t id = 1; id <= 8; ++id) cluster.add(id, make_store(16, 1.0f), true);
   cluster.kill(3);  // a leave after the joins: the layout has moved on since some nodes joined
   cluster.sim().run();
+  report_twice(cluster);
   const GridMasterState& master = cluster.grid_master();
   const grid::LayoutSnapshot want = master.layout.snapshot();
   for (std::uint64_t id : cluster.live()) {
     CAPTURE(id);
-    const auto& held = cluster.state(id).grid;
-    REQUIRE(held.has_value());
+    const GridState* held = cluster.state(id).grid();
+    REQUIRE(held != nullptr);
     CHECK(held->epoch == master.epoch);
     CHECK(held->layout_version == master.layout_version);
     CHECK(held->grid_master_node == 1);
@@ -47,6 +57,43 @@ TEST_CASE("every node's last GridState rebuilds the GridMaster's layout and know
       CHECK(m.line_masters == known.line_masters);
     }
   }
+}
+
+TEST_CASE("a change tells the state at once only to its lines; the others fetch it once, with a report answer") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  for (std::uint64_t id = 1; id <= 17; ++id) cluster.add(id, make_store(16, 1.0f), true);
+  report_twice(cluster);  // everyone holds the state of the 17 members...
+  report_twice(cluster);  // ...and the state that confirms them
+  const GridMasterState& master = cluster.grid_master();
+  REQUIRE(master.quorum_members.size() == 17);
+  REQUIRE(master.layout.shape() == std::vector<int>{5, 5});
+
+  cluster.add(18, make_store(16, 1.0f), true);  // a free cell of the 5x5 grid: two lines change, not all
+  cluster.sim().run();
+  const std::uint64_t version = master.layout_version;
+  std::size_t told = 0, behind = 0;
+  for (std::uint64_t id : cluster.live()) {
+    const GridState* held = cluster.state(id).grid();
+    REQUIRE(held != nullptr);
+    (held->layout_version == version ? told : behind) += 1;
+  }
+  CHECK(told >= 3);     // the joiner and its line peers
+  CHECK(behind >= 9);   // not broadcast
+  CHECK(master.membership.joins == 18);
+
+  // Those behind fetch it with their next report; once all hold it, node 18 is confirmed, and everyone is sent
+  // the state that says so: one state per member and change to the state, however many reports they send.
+  const std::uint64_t sent = master.membership.states_sent;
+  report_twice(cluster);
+  report_twice(cluster);
+  CHECK(master.quorum_members.size() == 18);
+  for (std::uint64_t id : cluster.live()) {
+    CHECK(cluster.state(id).grid()->layout_version == version);
+    CHECK(cluster.state(id).grid()->quorum_members.size() == 18);
+  }
+  CHECK(master.membership.states_sent - sent == behind + 18);
+  report_twice(cluster);
+  CHECK(master.membership.states_sent - sent == behind + 18);
 }
 
 TEST_CASE("a layout state whose sizes do not fit each other is refused before anything is built from it") {

@@ -118,6 +118,7 @@ TEST_CASE("a node started by start_node proves the token its cluster.token_file 
   options.node_id = 1;
   options.store = make_store(8, 1.0f);
   options.listen = false;
+  options.grid_master_thread = false;  // the test scheduler runs every actor
   auto started = actors::start_node(sim.system(), options);
   REQUIRE(started.ok());
   const caf::actor node = sim.adopt(started.value().actor());

@@ -106,7 +106,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   const auto report_back = c.round_trip(report);
   CHECK(text(report_back) == text(report));
   CHECK(report_back.sample == payload);
-  GridView view{3, 5, 2, {3, 3}, {}, 42};
+  GridView view{3, 5, 2, {3, 3}, {}, 42, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
   view.nodes.push_back(NodeView{{42, "h:1", {0, 1}, {1}}, figures, 0.125});
   CHECK(text(c.round_trip(view)) == text(view));
   const RoundStats stats{1, 2, 3, 4, 5, 6, 7, 8, 9};

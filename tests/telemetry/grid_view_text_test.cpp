@@ -10,7 +10,7 @@ namespace gridtrain::telemetry {
 namespace {
 
 actors::GridView two_nodes() {
-  actors::GridView s{1, 7, 2, {2, 2}, {}};
+  actors::GridView s{1, 7, 2, {2, 2}, {}, 0, {}};
   actors::NodeView a;
   a.place = {0x1234, "127.0.0.1:4000", {0, 1}, {0, 1}};
   a.figures.rounds_done = 12;
@@ -73,7 +73,7 @@ TEST_CASE("line peers count the members that share a line; a member with none is
   CHECK(grid_view_warnings(view).empty());
 
   // Alone, or not placed yet.
-  actors::GridView one{1, 1, 1, {1}, {view.nodes[0]}};
+  actors::GridView one{1, 1, 1, {1}, {view.nodes[0]}, 0, {}};
   one.nodes[0].place.coords = {0};
   REQUIRE(grid_view_warnings(one).size() == 1);
   CHECK(grid_view_warnings(one)[0].find("the only member") != std::string::npos);
