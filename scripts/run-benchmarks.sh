@@ -20,3 +20,4 @@ run grid_moves "$build/bench/bench_grid_moves"
 run learner_gflops "$build/bench/bench_learner_gflops"
 run convergence "$build/bench/bench_convergence" --epochs 10
 run allreduce_compare bench/allreduce_compare "$build"
+run control_plane bench/control_plane_scale "$build"
