@@ -35,7 +35,7 @@ struct EpochReport {
   int epoch = 0;             // epochs completed
   std::uint64_t samples = 0;  // trained on, in all
   double time_s = 0;          // since the trainer started
-  double samples_per_s = 0;   // over this epoch
+  double samples_per_s = 0;   // over this epoch's training steps (its test evaluation not counted)
   double loss = 0;            // mean training loss over this epoch's steps
   double test_loss = 0;
   double test_accuracy = 0;
