@@ -142,6 +142,7 @@ Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config
   dataplane::ServiceOptions options;
   options.host = config.cluster.listen.host;
   options.port = static_cast<std::uint16_t>(config.cluster.data_port);
+  options.socket_buffer_bytes = config.cluster.socket_buffer_kb * 1024;
   options.listen = listen;
   auto service = dataplane::Service::start(options);
   if (!service) {

@@ -398,6 +398,9 @@ Schema::Schema() {
           "host:port this node listens on; port 0 = pick a free port"));
   add(key(FIELD(cluster, data_port), IntCodec{IntRange{0, 65535}}, 0,
           "port of this node's data plane (the chunks of allreduce rounds), on the listen host; 0 = pick a free port"));
+  add(key(FIELD(cluster, socket_buffer_kb), IntCodec{IntRange{0, 65536}}, 0,
+          "send and receive buffer of each data plane connection, in KiB; 0 = the kernel's autotuning (measured "
+          "best: BENCHMARKS.md)"));
   add(key(FIELD(cluster, heartbeat_ms), IntCodec{at_least(1)}, 200, "CAF middleman heartbeat interval"));
   add(key(FIELD(cluster, connection_timeout_ms), IntCodec{at_least(1)}, 1000,
           "a peer silent this long is declared down; > heartbeat_ms"));
