@@ -135,10 +135,10 @@ void send_state(Self self, GridMasterState::Member& m) {
   ++s.membership.states_sent;
 }
 
+// A flush is on its way while something is due; the first thing due sends it. Call before adding to either list.
 void arm_flush(Self self) {
-  if (self->state.flush_armed) return;
-  self->state.flush_armed = true;
-  self->send(self, flush_atom::value);
+  const auto& s = self->state;
+  if (s.state_due.empty() && s.welcomes_due.empty()) self->send(self, flush_atom::value);
 }
 
 // Member `id` is sent the state at the next flush, unless it holds this generation's. Returns 1 if that makes a
@@ -146,9 +146,9 @@ void arm_flush(Self self) {
 std::uint64_t mark_due(Self self, std::uint64_t id, GridMasterState::Member& m) {
   auto& s = self->state;
   if (m.state_sent == s.state_generation || m.state_due) return 0;
+  arm_flush(self);
   m.state_due = true;
   s.state_due.push_back(id);
-  arm_flush(self);
   return 1;
 }
 
@@ -156,7 +156,6 @@ std::uint64_t mark_due(Self self, std::uint64_t id, GridMasterState::Member& m) 
 // line peers from the state.
 void flush(Self self) {
   auto& s = self->state;
-  s.flush_armed = false;
   for (std::uint64_t id : s.state_due)
     if (auto m = s.members.find(id); m != s.members.end()) {
       m->second.state_due = false;
@@ -329,8 +328,8 @@ void admit_join(Self self, const Join& join) {
   // The welcome goes after the state, at the flush; it names the layout version of this join, which the joiner's
   // lines were started under.
   messages += mark_due(self, join.node_id, s.members.at(join.node_id));
-  s.welcomes_due.push_back(welcome_for(self, join.node_id, false));
   arm_flush(self);
+  s.welcomes_due.push_back(welcome_for(self, join.node_id, false));
   ++s.membership.joins;
   s.membership.join_messages += messages + 1;
   s.membership.join_ns += cpu_ns() - began;

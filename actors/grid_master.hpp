@@ -96,8 +96,7 @@ struct GridMasterState {
   std::uint64_t state_message_generation = 0;
   // What the next flush sends: the state to these members, then these welcomes (grid_master.cpp, flush).
   std::vector<std::uint64_t> state_due;
-  std::vector<Welcome> welcomes_due;
-  bool flush_armed = false;
+  std::vector<Welcome> welcomes_due;  // a flush_atom is on its way while either list holds something
   // Electing: the votes so far (the voters' Joins), whether the grace timer is armed, and the Joins of new nodes
   // that wait for the outcome.
   std::map<std::uint64_t, Join> votes;

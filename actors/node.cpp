@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <compare>
 #include <tuple>
 
 #include "actors/dimension_node.hpp"
@@ -194,7 +195,8 @@ std::chrono::milliseconds silence_limit(const config::Config& config) {
 // A GridMaster linked to this node, on a thread of its own unless the node runs deterministically (see
 // NodeSetup::grid_master_thread).
 caf::actor spawn_grid_master(Self self, GridMasterSetup setup) {
-  if (self->state.setup.grid_master_thread) return self->spawn<caf::linked + caf::detached>(grid_master, std::move(setup));
+  if (self->state.setup.grid_master_thread)
+    return self->spawn<caf::linked + caf::detached>(grid_master, std::move(setup));
   return self->spawn<caf::linked>(grid_master, std::move(setup));
 }
 
@@ -587,13 +589,14 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         auto& s = self->state;
         // The same version again carries news too: its confirmed members (GridState::quorum_members).
         const GridState* held = s.grid();
-        if (held && std::tie(grid.epoch, grid.layout_version) < std::tie(held->epoch, held->layout_version)) return;
+        const auto order = held ? std::tie(grid.epoch, grid.layout_version) <=>
+                                      std::tie(held->epoch, held->layout_version)
+                                : std::strong_ordering::greater;
+        if (order < 0) return;
+        s.grid_message = self->current_mailbox_element()->move_content_to_message();  // no copy (node.hpp)
         // A newer layout is acknowledged at once, not at the next report: the members are confirmed only once
         // every one holds it, and a failover counts only confirmed members (docs/design.md, "Membership at scale").
-        const bool newer =
-            !held || std::tie(grid.epoch, grid.layout_version) > std::tie(held->epoch, held->layout_version);
-        s.grid_message = self->current_mailbox_element()->move_content_to_message();  // no copy (node.hpp)
-        if (newer && s.phase == NodePhase::member && s.grid_master) report(self, s.report_generation);
+        if (order > 0 && s.phase == NodePhase::member && s.grid_master) report(self, s.report_generation);
       },
       [self](tick_atom, std::uint64_t generation) { send_reports(self, generation); },
       [self](stats_atom) {

@@ -4,29 +4,40 @@
 
 namespace gridtrain::allreduce {
 
-Result<Round> Round::create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
-                            const RoundConfig& config) {
+namespace {
+
+// The partition of a round with these sizes, or why there is none.
+Result<Partition> round_partition(std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                                  const RoundConfig& config) {
   auto partition = Partition::create(model_floats, peers, config.max_chunk_floats);
   if (!partition) return partition.error();
   if (self >= peers) return Error{.message = "round: our index must be below the number of peers"};
+  return partition;
+}
+
+}  // namespace
+
+Result<Round> Round::create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
+                            const RoundConfig& config) {
+  auto partition = round_partition(model_floats, peers, self, config);
+  if (!partition) return partition.error();
   return Round(key, std::move(partition).value(), self, config);
 }
 
 // Algorithm 1, line 1: create buffers s, r and g. Everything is sized here, once; handling a
 // message allocates nothing beyond the outbox's first growth.
 Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundConfig& config)
-    : key_(key),
-      partition_(std::move(partition)),
-      self_(self),
-      mode_(config.quorum),
-      reduce_quorum_(quorum(config.reduce_threshold, partition_.peers())),
-      complete_quorum_(quorum(config.complete_threshold, partition_.chunk_count())),
-      block_(partition_.block(self)),
-      first_chunk_(partition_.first_chunk(self)) {
-  size_buffers();
+    : key_(key), partition_(std::move(partition)) {
+  configure(self, config);
 }
 
-void Round::size_buffers() {
+void Round::configure(std::uint32_t self, const RoundConfig& config) {
+  self_ = self;
+  mode_ = config.quorum;
+  reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
+  complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
+  block_ = partition_.block(self);
+  first_chunk_ = partition_.first_chunk(self);
   const std::uint32_t peers = partition_.peers();
   const std::size_t model_floats = partition_.model_floats();
   const std::uint32_t our_chunks = partition_.chunks_in_block(self_);
@@ -43,17 +54,10 @@ void Round::size_buffers() {
 
 Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
                       const RoundConfig& config) {
-  auto partition = Partition::create(model_floats, peers, config.max_chunk_floats);
+  auto partition = round_partition(model_floats, peers, self, config);
   if (!partition) return partition.error();
-  if (self >= peers) return Error{.message = "round: our index must be below the number of peers"};
   partition_ = std::move(partition).value();
-  self_ = self;
-  mode_ = config.quorum;
-  reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
-  complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
-  block_ = partition_.block(self);
-  first_chunk_ = partition_.first_chunk(self);
-  size_buffers();
+  configure(self, config);
   reset(key);
   return {};
 }

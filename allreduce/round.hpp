@@ -159,18 +159,20 @@ class Round {
   // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
   void reduce(std::uint32_t c, std::span<const float> last = {});
   void complete_if_quorum();
-  void size_buffers();  // to partition_ and self_
+  // Our index, the settings and what follows from them and partition_; buffers sized to match (capacity kept).
+  void configure(std::uint32_t self, const RoundConfig& config);
   // Adds a contribution to chunk k of our block (its first one is assigned, so sum_ needs no zeroing).
   void accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values);
 
   RoundKey key_;
   Partition partition_;
-  std::uint32_t self_;
-  QuorumMode mode_;
-  std::uint32_t reduce_quorum_;
-  std::uint32_t complete_quorum_;
-  Range block_;                // our block, absolute
-  std::uint32_t first_chunk_;  // of our block
+  // Set by configure():
+  std::uint32_t self_ = 0;
+  QuorumMode mode_ = QuorumMode::timeout;
+  std::uint32_t reduce_quorum_ = 0;
+  std::uint32_t complete_quorum_ = 0;
+  Range block_{};                  // our block, absolute
+  std::uint32_t first_chunk_ = 0;  // of our block
 
   std::vector<float> send_;                   // s
   std::vector<double> sum_;                   // r, summed: exact for any arrival order
