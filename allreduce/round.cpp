@@ -50,6 +50,8 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   contributed_.assign(std::size_t{our_chunks} * peers, 0);
   result_.resize(model_floats);
   counts_.assign(partition_.chunk_count(), 0);
+  mean_order_.clear();
+  mean_order_.reserve(partition_.chunk_count());  // a round then appends without allocating
 }
 
 Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
@@ -69,6 +71,7 @@ void Round::reset(const RoundKey& key) {
   std::fill(contributed_.begin(), contributed_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
   received_ = 0;
+  mean_order_.clear();
   started_ = deadline_passed_ = complete_ = finished_ = false;
   outbox_.clear();
   counters_ = {};
@@ -187,6 +190,7 @@ void Round::reduce(std::uint32_t c, std::span<const float> last) {
   }
   counts_[c] = n;
   ++received_;
+  mean_order_.push_back(c);
   if (n < peers()) ++counters_.short_reductions;
   const std::uint32_t p = peers();
   for (std::uint32_t step = 1; step < p; ++step) {
@@ -240,6 +244,7 @@ Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
   }
   counts_[chunk] = count;
   ++received_;
+  mean_order_.push_back(chunk);
   complete_if_quorum();
   return {Verdict::accepted, outbox_};
 }

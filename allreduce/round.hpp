@@ -51,7 +51,8 @@ struct ReducedTarget {
 //                 or: send(round.on_reduced(m).sends)  // 4. gather, 5. complete
 //   at the quorum timeout: send(round.deadline_passed());
 //   on Verdict::newer: send(round.finish());
-//   once round.complete(): elastic_update(model slice, offset, round, alpha), tensor by tensor.
+//   once round.complete(): elastic_update(model slice, offset, round, alpha), tensor by tensor;
+//   or, chunk by chunk as each mean comes: means_in_order() lists them (the data plane does this).
 //
 // Nothing is reduced and the round does not complete before scatter() (unless finish() forces
 // it): until then our own contribution is missing. Messages that come earlier are kept and count.
@@ -137,6 +138,11 @@ class Round {
   // REQUIRES: c < partition().chunk_count()
   std::uint32_t count(std::uint32_t c) const { return counts_[c]; }
   std::uint32_t received_chunks() const { return received_; }
+  // The chunks that have a mean, in the order their means came (ours, reduced, and others', received), so that a
+  // caller can apply each chunk's update as soon as its mean is here, while the data is still in the cache, rather
+  // than in one pass over the whole model at completion. It grows after completion too: our own block's chunks
+  // are still reduced for slower peers.
+  std::span<const std::uint32_t> means_in_order() const { return mean_order_; }
   std::span<const float> result() const { return result_; }  // N floats; meaningful where count > 0
 
   // Calls fn(offset, mean) for each maximal run of chunks in [begin, end) that have a mean; offset
@@ -182,6 +188,7 @@ class Round {
   std::vector<float> result_;                 // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
   std::uint32_t received_ = 0;                // chunks with count > 0
+  std::vector<std::uint32_t> mean_order_;     // the chunks with count > 0, in arrival order (capacity C, kept)
 
   bool started_ = false;
   bool deadline_passed_ = false;

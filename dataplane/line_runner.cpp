@@ -115,6 +115,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   }
   slot.active = true;
   slot.done = false;
+  slot.applied = 0;
   model_.fetch(slot.round->send_buffer());
   send_all(i, slot.round->scatter());
   if (from_peer) on_event_(RoundEvent{RoundEvent::Kind::started, key, line_->self_index, 0});
@@ -138,10 +139,16 @@ void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> s
 
 void LineRunner::complete_if_done(std::uint32_t i) {
   Slot& slot = slots_[i];
-  if (!slot.active || slot.done || !slot.round->complete()) return;
-  slot.done = true;
+  if (!slot.active) return;
   const allreduce::Round& round = *slot.round;
-  model_.update(round, static_cast<float>(line_->round.elastic_rate));
+  const auto means = round.means_in_order();
+  const auto alpha = static_cast<float>(line_->round.elastic_rate);
+  for (; slot.applied < means.size(); ++slot.applied) {
+    const allreduce::Range r = round.partition().chunk(means[slot.applied]);
+    model_.update(round, r.offset, r.offset + r.length, alpha);
+  }
+  if (slot.done || !round.complete()) return;
+  slot.done = true;
   ++counters_.rounds_done;
   const auto& c = round.counters();
   if (c.short_reductions > 0 || c.missing_at_completion > 0) ++counters_.quorum_shortfalls;

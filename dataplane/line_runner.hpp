@@ -4,7 +4,11 @@
 // The control plane (the actors) tells it which line it is in (start_line), when a round starts (start_round, from
 // the LineMaster) and when a round's quorum deadline has passed (deadline: the actors keep every clock). It drives
 // one allreduce::Round per slot (round r runs in slot r % k, k = rounds in flight), each allocated once per line
-// version and reset() for every round after, so a round allocates and zero-fills nothing. Frames go out through
+// version and reset() for every round after, so a round allocates and zero-fills nothing. Each chunk's elastic
+// update is applied as its mean comes (our own block's as we reduce it), while the mean is still in the cache and
+// the peers are still sending: no pass over the whole model waits for the last chunk. So a round that is abandoned
+// keeps the updates of the chunks whose means came; each is a step towards a mean of the line, and it is applied
+// once. Frames go out through
 // an Outbox straight from the Round's buffers; incoming frames are placed by land() before a byte of their payload
 // is read: a reduced chunk straight into the Round's result, a scatter chunk into the link's one chunk buffer,
 // anything else drained and counted. A newer round of a slot finishes the older one with what it has (BIDMach's
@@ -31,8 +35,10 @@ namespace gridtrain::dataplane {
 // this library knows no learner. Called on the data plane's thread.
 struct ModelAccess {
   std::size_t floats = 0;
-  std::function<void(std::span<float> into)> fetch;                  // the model now, each tensor under its lock
-  std::function<void(const allreduce::Round&, float alpha)> update;  // the elastic update, likewise
+  std::function<void(std::span<float> into)> fetch;  // the model now, each tensor under its lock
+  // The elastic update of the model's floats [begin, end) from the round's result where it has means, each tensor
+  // under its lock (allreduce/elastic_update.hpp). Called once per chunk, as its mean comes.
+  std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, float alpha)> update;
 };
 
 // The line a node is in, in one dimension, for one layout version.
@@ -141,7 +147,8 @@ class LineRunner {
   struct Slot {
     std::optional<allreduce::Round> round;
     bool active = false;  // `round` holds a round of this line that has started (fetched and scattered)
-    bool done = false;    // its update is applied and its RoundDone told
+    bool done = false;    // it completed and its RoundDone was told
+    std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
   };
 
@@ -149,6 +156,7 @@ class LineRunner {
   // Makes `key`'s round current in its slot, finishing an older one first; false if `key` is older than the slot's.
   bool enter(const allreduce::RoundKey& key, bool from_peer);
   void send_all(std::uint32_t slot, std::span<const allreduce::Send> sends);
+  // Applies the updates of the slot's new means; tells RoundDone once the round is complete.
   void complete_if_done(std::uint32_t slot);
   bool same_version(const allreduce::RoundKey& key) const;
 

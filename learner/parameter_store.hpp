@@ -8,6 +8,7 @@
 // in reverse tensor order (the backward pass updates the last tensor first, so reverse order crosses the learner
 // least often). Holding one lock at a time means no lock ordering, hence no deadlock.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,13 +70,29 @@ class ParameterStore {
   // REQUIRES: no tensor lock held by the caller; fn takes no tensor lock.
   template <class Fn>
   void update_each(Fn&& fn) {
-    for (std::size_t i = tensors_.size(); i-- > 0;) {
+    update_range(0, size(), fn);
+  }
+
+  // The same for the floats in [begin, end) only: fn(offset, floats) for each tensor's part of the range, in
+  // reverse order, each under its lock (the elastic update of one chunk, as its mean comes).
+  // REQUIRES: begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
+  template <class Fn>
+  void update_range(std::size_t begin, std::size_t end, Fn&& fn) {
+    if (begin >= end) return;
+    for (std::size_t i = last_tensor_before(end); i-- > 0;) {
+      const Tensor& t = tensors_[i];
+      if (t.offset + t.size <= begin) break;
+      const std::size_t from = std::max(begin, t.offset);
+      const std::size_t to = std::min(end, t.offset + t.size);
       std::lock_guard<std::mutex> hold(locks_[i]);
-      fn(tensors_[i].offset, data(i));
+      fn(from, std::span<float>(arena_.data() + from, to - from));
     }
   }
 
  private:
+  // How many tensors start before `end` (tensors lie in the arena in order).
+  std::size_t last_tensor_before(std::size_t end) const;
+
   std::vector<Tensor> tensors_;
   std::vector<float> arena_;
   std::unique_ptr<std::mutex[]> locks_;

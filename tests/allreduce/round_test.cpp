@@ -285,6 +285,28 @@ TEST_CASE("after completing, a round still reduces its own block so that slower 
   CHECK(line.peer(2).counters().late == 1);  // already complete: the mean came too late for it
 }
 
+TEST_CASE("means_in_order lists each chunk once, in the order its mean came, after completion too") {
+  // p = 4, N = 8, one chunk per block, q_c = 3 of 4 chunks: peer 0's own block is reduced last, after completion.
+  SimulatedLine line(8, 4, config(1, 0.75, QuorumMode::fraction), kKey);
+  fill_tens(line);
+  line.scatter_all();
+  const Message held = line.take(scatter_from_to(3, 0));
+  line.deliver_all();
+  REQUIRE(line.peer(0).complete());
+  const auto before = line.peer(0).means_in_order();
+  CHECK(before.size() == 3);
+  CHECK(std::find(before.begin(), before.end(), 0u) == before.end());
+  CHECK(line.deliver(held) == Verdict::accepted);
+  const auto after = line.peer(0).means_in_order();
+  REQUIRE(after.size() == 4);
+  CHECK(after.back() == 0);
+  std::vector<std::uint32_t> sorted(after.begin(), after.end());
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == std::vector<std::uint32_t>{0, 1, 2, 3});
+  // Peer 1 reduced its own block (chunk 1) before any other mean could come to it.
+  CHECK(line.peer(1).means_in_order().front() == 1);
+}
+
 TEST_CASE("a message with an older round key is dropped as stale and counted, without touching the round") {
   SimulatedLine line(6, 3, config(1, 1, QuorumMode::fraction), kKey);
   fill_tens(line);

@@ -36,8 +36,8 @@ struct TestNode : Outbox {
   TestNode(std::uint64_t id, Wire& wire, std::vector<float> values) : id(id), wire(wire), model(std::move(values)) {
     access.floats = model.size();
     access.fetch = [this](std::span<float> into) { std::copy(model.begin(), model.end(), into.begin()); };
-    access.update = [this](const allreduce::Round& round, float alpha) {
-      allreduce::elastic_update(model, 0, round, alpha);
+    access.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
+      allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);

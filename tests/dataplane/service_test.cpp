@@ -31,9 +31,9 @@ struct Node {
       std::lock_guard<std::mutex> hold(lock);
       std::copy(model.begin(), model.end(), into.begin());
     };
-    setup.model.update = [this](const allreduce::Round& round, float alpha) {
+    setup.model.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
       std::lock_guard<std::mutex> hold(lock);
-      allreduce::elastic_update(model, 0, round, alpha);
+      allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
     setup.mac = keyed(token);
     setup.on_event = [this](const RoundEvent& e) {

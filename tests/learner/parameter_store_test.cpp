@@ -75,6 +75,27 @@ TEST_CASE("update_each visits tensors in reverse order with their absolute offse
   CHECK(store.data(1)[3] == 12.0f);
 }
 
+TEST_CASE("update_range visits the parts of the tensors inside the range, in reverse order") {
+  ParameterStore store(mlp_specs());  // tensors at [0, 12), [12, 16), [16, 24), [24, ...)
+  std::vector<std::pair<std::size_t, std::size_t>> parts;
+  auto record = [&](std::size_t offset, std::span<float> t) {
+    parts.emplace_back(offset, t.size());
+    for (auto& x : t) x = -1.0f;
+  };
+  store.update_range(10, 20, record);
+  CHECK(parts == std::vector<std::pair<std::size_t, std::size_t>>{{16, 4}, {12, 4}, {10, 2}});
+  CHECK(store.data(0)[9] != -1.0f);
+  CHECK(store.data(0)[10] == -1.0f);
+  CHECK(store.data(2)[3] == -1.0f);
+  CHECK(store.data(2)[4] != -1.0f);
+  parts.clear();
+  store.update_range(12, 16, record);  // exactly one tensor
+  CHECK(parts == std::vector<std::pair<std::size_t, std::size_t>>{{12, 4}});
+  parts.clear();
+  store.update_range(5, 5, record);
+  CHECK(parts.empty());
+}
+
 TEST_CASE("a fetch racing the learner never sees a half-written tensor") {
   // The learner rewrites each tensor with one value under its lock; a fetch must see every tensor whole.
   ParameterStore store({{"a", {512}}, {"b", {1024}}, {"c", {256}}});
