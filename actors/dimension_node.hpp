@@ -28,6 +28,7 @@ struct DimensionNodeSetup {
   std::uint64_t node_id = 0;
   std::shared_ptr<learner::ParameterStore> store;
   std::shared_ptr<dataplane::Endpoint> data;  // the node's data plane
+  std::string token;  // the cluster token, for the gates of the peers it dials
 };
 
 struct DimensionNodeState {

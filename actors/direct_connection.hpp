@@ -21,8 +21,9 @@ namespace gridtrain::actors {
 // If `our_id` < `peer_id`, `peer` lives in another process and `address` is host:port: opens a direct
 // connection from this process to the node listening there, unless one exists. Asynchronous; a failure is
 // logged, and messages keep going by the indirect route.
-void connect_directly(caf::event_based_actor* self, std::uint64_t our_id, std::uint64_t peer_id,
-                      const caf::actor& peer, const std::string& address);
+// The dial passes the peer's gate with the cluster `token` (actors/gate.hpp).
+void connect_directly(caf::event_based_actor* self, const std::string& token, std::uint64_t our_id,
+                      std::uint64_t peer_id, const caf::actor& peer, const std::string& address);
 
 // The GridMaster and each member check the route between them again every this many reports (4 s at the
 // default 250 ms): a direct connection can close while both ends live, and a death behind a relay goes

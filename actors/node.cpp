@@ -16,6 +16,7 @@
 
 #include "actors/dimension_node.hpp"
 #include "actors/direct_connection.hpp"
+#include "actors/gate.hpp"
 #include "actors/dropped.hpp"
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
@@ -149,7 +150,7 @@ void reach(Self self, const std::string& address, const caf::actor& known, std::
   }
   auto endpoint = config::parse_endpoint(address);
   if (!endpoint) return then(nullptr);  // a node of this process that has gone
-  auto middleman = self->system().middleman().actor_handle();
+  auto middleman = gate_middleman(self->system(), self->state.setup.token);
   auto dial = [self, middleman, to = endpoint.value(), then] {
     self->request(middleman, self->state.setup.rejoin_interval, caf::connect_atom::value, to.host, to.port)
         .then([then](caf::node_id&, caf::strong_actor_ptr& ptr,
@@ -375,7 +376,7 @@ void warm_start_on_rejoin(Self self) {
 // Says how this node reaches `node` now: over its own connection, or through another node (which does not report
 // that node's death). Asynchronous: one log line.
 void log_route(Self self, const caf::node_id& node, std::string what) {
-  self->request(self->system().middleman().actor_handle(), std::chrono::seconds(2), caf::get_atom::value, node)
+  self->request(gate_middleman(self->system(), self->state.setup.token), std::chrono::seconds(2), caf::get_atom::value, node)
       .then(
           [self, what](caf::node_id&, std::string& host, std::uint16_t port) {
             spdlog::info("node {:016x}: its route to {}: {}", self->state.setup.node_id, what,
@@ -433,7 +434,7 @@ void send_reports(Self self, std::uint64_t generation) {
   // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
   // not report a death. Checked again every few seconds; connect_directly() says which side dials.
   if (++s.reports_sent % kRouteCheckEvery == 0 && s.grid_master)
-    connect_directly(self, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
+    connect_directly(self, s.setup.token, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 
@@ -445,7 +446,7 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
   if (s.phase != NodePhase::joining) return;
   if (s.seed_next >= s.setup.seeds.size()) return conclude(self, JoinResult::unreachable, s.seed_failures);
   const config::Endpoint seed = s.setup.seeds[s.seed_next++];
-  self->request(self->system().middleman().actor_handle(), s.setup.join_timeout, caf::connect_atom::value,
+  self->request(gate_middleman(self->system(), self->state.setup.token), s.setup.join_timeout, caf::connect_atom::value,
                 seed.host, seed.port)
       .then(
           [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
@@ -453,6 +454,10 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
             send_join(self, caf::actor_cast<caf::actor>(ptr));
           },
           [self, seed](caf::error& e) {
+            // A gate that refused our token is the cluster's answer, as a rejected Join is: no other seed of the
+            // same cluster would let us in.
+            if (is_wrong_token(e))
+              return conclude(self, JoinResult::rejected, "seed " + seed.to_string() + ": " + self->system().render(e));
             ask_next_seed(self, "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
           });
 }
@@ -487,7 +492,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   s.data = open_data_plane(self);
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
-        self->spawn<caf::linked>(dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data}));
+        self->spawn<caf::linked>(dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.token}));
     s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
   *s.data_routes = s.dimension_nodes;
@@ -528,7 +533,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.grid_master_heard = s.last_report_tick = self->clock().now();
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
-        connect_directly(self, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
+        connect_directly(self, s.setup.token, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
         if (rejoined && w.kept_place) {
           ++s.rejoins;
           const bool failover = w.epoch > previous_epoch;

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 
+#include "actors/gate.hpp"
 #include "actors/node.hpp"
 #include "actors/token_proof.hpp"
 #include "grid/layout.hpp"
@@ -105,6 +106,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   }
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
+  const std::string gate_token = token.value();
   NodeSetup setup{.config = options.config,
                   .node_id = id,
                   .token = std::move(token).value(),
@@ -124,13 +126,16 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   std::string address = fmt::format("local:{:016x}", id);
   if (options.listen) {
     const config::Endpoint& listen = options.config.cluster.listen;
-    auto bound = system.middleman().publish(actor, listen.port, listen.host.c_str());
-    if (!bound) {
+    // Through the gate: CAF opens no port of its own (actors/gate.hpp).
+    auto gate = Gate::open(system, listen, gate_token, actor);
+    if (!gate) {
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
-      return Error{.key = "cluster.listen",
-                           .message = "cannot listen on " + listen.to_string() + ": " + system.render(bound.error())};
+      return gate.error();
     }
-    port = *bound;
+    port = gate.value()->port();
+    // The gate closes when the node ends.
+    std::shared_ptr<Gate> open_gate = std::move(gate).value();
+    caf::actor_cast<caf::abstract_actor*>(actor)->attach_functor([open_gate] {});
     address = config::Endpoint{listen.host, port}.to_string();
   }
   caf::anon_send(actor, begin_atom::value, address);
@@ -166,11 +171,11 @@ Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& no
 }
 
 Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
-                                 std::chrono::milliseconds timeout) {
+                                 const std::string& token, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{system};
   caf::actor node;
   std::string failure = "no answer";
-  self->request(system.middleman().actor_handle(), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
+  self->request(gate_middleman(system, token), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
       .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                    std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
                [&](caf::error& e) { failure = system.render(e); });

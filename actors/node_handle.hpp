@@ -121,8 +121,9 @@ Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config
 // Asks any node of a cluster for the live grid (its GridMaster answers): the node at `endpoint` (its
 // cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a
 // cluster, or does not answer within `timeout`.
+// `token` is the cluster token, which the node's gate asks us to prove.
 Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
-                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
+                                 const std::string& token, std::chrono::milliseconds timeout = std::chrono::seconds(5));
 Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
 

@@ -16,8 +16,9 @@ Result<NodeHandle> Runtime::start_node(NodeOptions options) {
   return actors::start_node(system_, std::move(options));
 }
 
-Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, std::chrono::milliseconds timeout) {
-  return query_grid_view(system_, endpoint, timeout);
+Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, const std::string& token,
+                                   std::chrono::milliseconds timeout) {
+  return query_grid_view(system_, endpoint, token, timeout);
 }
 
 }  // namespace gridtrain::actors

@@ -5,7 +5,7 @@
 //
 //   actors::Runtime runtime{config};
 //   auto node = runtime.start_node({.config = config, .seeds = {seed}});
-//   auto view = runtime.grid_view(config::Endpoint{"10.0.0.5", 7000});
+//   auto view = runtime.grid_view(config::Endpoint{"10.0.0.5", 7000}, token);
 
 #include <caf/actor_system.hpp>
 
@@ -31,8 +31,9 @@ class Runtime {
   // cluster.data_port). REQUIRES: the Runtime outlives the node's handle.
   Result<NodeHandle> start_node(NodeOptions options);
 
-  // The live grid, asked of the member listening at `endpoint`: see actors::query_grid_view.
-  Result<GridView> grid_view(const config::Endpoint& endpoint,
+  // The live grid, asked of the member listening at `endpoint`, proving the cluster `token` to its gate ("" for a
+  // cluster without one): see actors::query_grid_view.
+  Result<GridView> grid_view(const config::Endpoint& endpoint, const std::string& token,
                              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   caf::actor_system& system() { return system_; }

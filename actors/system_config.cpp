@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "actors/gate.hpp"
 #include "actors/messages.hpp"
 
 namespace gridtrain::actors {
@@ -11,6 +12,10 @@ namespace gridtrain::actors {
 SystemConfig::SystemConfig(const config::Config& config) {
   load<caf::io::middleman>();
   register_message_types(*this);
+  add_error_category(kGateErrorCategory,
+                     [](std::uint8_t code, caf::atom_value, const caf::message& context) {
+                       return render_gate_error(code, context);
+                     });
   set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(config.cluster.heartbeat_ms)});
   set("middleman.connection-timeout",
       caf::timespan{std::chrono::milliseconds(config.cluster.connection_timeout_ms)});

@@ -45,6 +45,7 @@ int run(const RunArgs& args);
 struct StatusArgs {
   std::string seed_address;
   bool json = false;
+  std::string token_file;  // "" = a cluster without a token
 };
 
 // gridnode status: the live grid, asked of any member.

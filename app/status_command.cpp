@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "actors/runtime.hpp"
+#include "actors/token_proof.hpp"
 #include "app/commands.hpp"
 #include "config/endpoint.hpp"
 #include "telemetry/grid_view_text.hpp"
@@ -16,13 +17,19 @@ int status(const StatusArgs& args) {
     error.source = "--seed";
     return fail(error);
   }
+  auto token = actors::read_token(args.token_file);
+  if (!token) {
+    Error error = token.error();
+    error.source = "--token-file";
+    return fail(error);
+  }
   spdlog::set_level(spdlog::level::warn);
   actors::Runtime runtime{config::Config{}};
   // The first seed that answers with the grid; every failure is reported if none does.
   std::string failures;
   std::optional<actors::GridView> view;
   for (const config::Endpoint& seed : seeds.value()) {
-    auto asked = runtime.grid_view(seed);
+    auto asked = runtime.grid_view(seed, token.value());
     if (asked) {
       view = std::move(asked).value();
       break;

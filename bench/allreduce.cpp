@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       std::string straggler_address;  // "" without --straggle
       double mean_spread = 0, mean_of_means = 0;  // of the nodes' model means, at the last sample
       auto sample = [&]() -> std::optional<Sample> {
-        auto view = runtime.grid_view(seed_endpoint, 10s);
+        auto view = runtime.grid_view(seed_endpoint, "", 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
         double sum = 0, lo = 1e300, hi = -1e300, means = 0;
         long counted = 0;
@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       std::atomic<bool> straggling{false};
       std::thread straggler;
       if (straggle_period_ms > 0) {
-        auto view = runtime.grid_view(seed_endpoint, 10s);
+        auto view = runtime.grid_view(seed_endpoint, "", 10s);
         std::size_t victim = nodes.size();
         if (view)
           for (std::size_t i = 0; i < nodes.size() && victim == nodes.size(); ++i)

@@ -55,7 +55,7 @@ Mac role_mac(const MacFunction& mac, std::string_view role, const Nonce& nonce, 
 std::string to_string(Refusal refusal) {
   switch (refusal) {
     case Refusal::none: return "accepted";
-    case Refusal::protocol: return "another data-plane protocol version";
+    case Refusal::protocol: return "another protocol or protocol version";
     case Refusal::unknown_node: return "no such node in that process";
     case Refusal::bad_proof: return "wrong cluster token";
   }
@@ -121,12 +121,16 @@ Result<Verdict> decode_verdict(std::span<const std::byte, kVerdictBytes> in) {
   return Verdict{refusal.value()};
 }
 
-Mac acceptor_mac(const MacFunction& mac, const Nonce& dialer_nonce, std::uint64_t from_node, std::uint64_t to_node) {
-  return role_mac(mac, "gridtrain-data/acceptor", dialer_nonce, from_node, to_node);
+Mac acceptor_mac(const MacFunction& mac, const Nonce& dialer_nonce, std::uint64_t from_node, std::uint64_t to_node,
+                 Channel channel) {
+  return role_mac(mac, channel == Channel::data ? "gridtrain-data/acceptor" : "gridtrain-control/acceptor",
+                  dialer_nonce, from_node, to_node);
 }
 
-Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_t from_node, std::uint64_t to_node) {
-  return role_mac(mac, "gridtrain-data/dialer", acceptor_nonce, from_node, to_node);
+Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_t from_node, std::uint64_t to_node,
+               Channel channel) {
+  return role_mac(mac, channel == Channel::data ? "gridtrain-data/dialer" : "gridtrain-control/dialer",
+                  acceptor_nonce, from_node, to_node);
 }
 
 Nonce make_nonce() {

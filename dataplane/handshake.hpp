@@ -11,6 +11,10 @@
 // Each side's MAC covers the other side's fresh nonce, so a recorded handshake proves nothing the next time, and
 // the acceptor proves itself too. A refusal says why, as a code; the connection closes after it.
 // Every message has a fixed size, so a reader knows how much to read before it looks at anything.
+//
+// The control plane's gate (actors/gate.hpp) runs the same handshake before a connection reaches CAF, as channel
+// `control`: its protocol number and its MACs' labels differ, so a proof made for one channel proves nothing on
+// the other, and a dialer of the wrong kind is refused as another protocol.
 
 #include <array>
 #include <cstddef>
@@ -24,6 +28,10 @@
 namespace gridtrain::dataplane {
 
 inline constexpr std::uint32_t kDataProtocol = 1;
+inline constexpr std::uint32_t kControlProtocol = 0x1001;  // the gate in front of CAF's port
+
+// Which connection a handshake opens: it is in every MAC.
+enum class Channel : std::uint8_t { data, control };
 
 using Nonce = std::array<std::byte, 32>;
 using Mac = std::array<std::byte, 32>;
@@ -32,7 +40,7 @@ using MacFunction = std::function<Mac(std::span<const std::byte> message)>;
 
 enum class Refusal : std::uint32_t {
   none = 0,
-  protocol = 1,      // another data-plane protocol version
+  protocol = 1,      // another protocol (the other channel) or protocol version
   unknown_node = 2,  // the node asked for does not live in this process (any more)
   bad_proof = 3,     // the dialer's MAC is wrong: it does not hold the cluster token
 };
@@ -78,9 +86,11 @@ Result<Challenge> decode_challenge(std::span<const std::byte, kChallengeBytes> i
 Result<Proof> decode_proof(std::span<const std::byte, kProofBytes> in);
 Result<Verdict> decode_verdict(std::span<const std::byte, kVerdictBytes> in);
 
-// What each side MACs: the role, the other side's nonce, and both node ids.
-Mac acceptor_mac(const MacFunction& mac, const Nonce& dialer_nonce, std::uint64_t from_node, std::uint64_t to_node);
-Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_t from_node, std::uint64_t to_node);
+// What each side MACs: the channel and role, the other side's nonce, and both node ids.
+Mac acceptor_mac(const MacFunction& mac, const Nonce& dialer_nonce, std::uint64_t from_node, std::uint64_t to_node,
+                 Channel channel = Channel::data);
+Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_t from_node, std::uint64_t to_node,
+               Channel channel = Channel::data);
 
 // A fresh random nonce.
 Nonce make_nonce();

@@ -245,7 +245,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
   CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
-  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()});
+  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()}, "");
   REQUIRE(status.ok());
   CHECK(status.value().nodes.size() == 2);
   CHECK(status.value().nodes[1].place.address == joined.address());
@@ -291,7 +291,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   REQUIRE_OK(copied);
   CHECK(copied.value() == std::optional<std::uint64_t>(1));
   CHECK(read(*second.store) == read(*first.store));
-  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()});
+  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()}, "");
   REQUIRE(view.ok());
   CHECK(view.value().nodes.size() == 2);
 

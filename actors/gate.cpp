@@ -1,0 +1,438 @@
+#include "actors/gate.hpp"
+
+#include <caf/io/basp_broker.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <asio.hpp>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "actors/token_proof.hpp"
+#include "dataplane/handshake.hpp"
+
+namespace gridtrain::actors {
+
+namespace {
+
+using tcp = asio::ip::tcp;
+using dataplane::Challenge;
+using dataplane::Channel;
+using dataplane::Hello;
+using dataplane::Mac;
+using dataplane::MacFunction;
+using dataplane::Nonce;
+using dataplane::Proof;
+using dataplane::Refusal;
+using dataplane::Verdict;
+
+MacFunction mac_of(std::string token) {
+  return [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
+}
+
+// The acceptor's side of one connection's handshake, on the gate's thread.
+struct Handshake : std::enable_shared_from_this<Handshake> {
+  Handshake(Gate::Impl& gate, tcp::socket s) : gate(gate), socket(std::move(s)), timer(socket.get_executor()) {}
+  ~Handshake();
+
+  void run();
+  void on_hello(std::error_code e);
+  void on_proof(std::error_code e);
+  void end(std::atomic<std::uint64_t>* counter);
+
+  Gate::Impl& gate;
+  tcp::socket socket;
+  asio::steady_timer timer;
+  bool ended = false;
+  Hello hello;
+  Nonce nonce{};
+  std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
+  std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
+  std::array<std::byte, dataplane::kProofBytes> proof_bytes{};
+  std::array<std::byte, dataplane::kVerdictBytes> verdict_bytes{};
+};
+
+}  // namespace
+
+struct Gate::Impl {
+  Impl(caf::actor_system& system, std::string token, caf::actor published)
+      : system(system), mac(mac_of(std::move(token))), published(std::move(published)), acceptor(io) {}
+
+  void accept() {
+    acceptor.async_accept([this](std::error_code e, tcp::socket s) {
+      if (e == asio::error::operation_aborted || stopped) return;
+      if (!e) {
+        if (pending >= kGateMaxPending) {
+          ++counters.overflow;
+          std::error_code ignored;
+          s.close(ignored);
+        } else {
+          std::make_shared<Handshake>(*this, std::move(s))->run();
+        }
+      }
+      accept();
+    });
+  }
+
+  // Says once per peer address why the gate turned it away (a scan or a flood logs a line per address, not per
+  // connection); the set is bounded, after which nothing more is logged.
+  void log_refusal(const std::string& peer, const char* why) {
+    if (logged.size() >= 1024 || !logged.insert(peer).second) return;
+    spdlog::warn("gate on port {}: refused a connection from {}: {} (said once per address)", port, peer, why);
+  }
+
+  // A connection that passed: CAF's BASP broker takes it as its own acceptor's, for `published`.
+  void hand_to_caf(tcp::socket socket) {
+    std::error_code e;
+    const auto fd = socket.release(e);
+    if (e) return;
+    auto& mm = system.middleman();
+    caf::io::scribe_ptr scribe = mm.backend().new_scribe(fd);
+    auto broker = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+    caf::anon_send(broker, caf::publish_atom::value, std::move(scribe), port,
+                   caf::actor_cast<caf::strong_actor_ptr>(published), std::set<std::string>{});
+    ++counters.accepted;
+  }
+
+  caf::actor_system& system;
+  MacFunction mac;
+  caf::actor published;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  std::uint16_t port = 0;
+  std::size_t pending = 0;  // handshakes under way (the gate's thread only)
+  std::set<std::string> logged;
+  bool stopped = false;
+  GateCounters counters;
+  std::thread thread;
+};
+
+namespace {
+
+Handshake::~Handshake() { --gate.pending; }
+
+std::string peer_of(const tcp::socket& socket) {
+  std::error_code e;
+  const auto at = socket.remote_endpoint(e);
+  return e ? std::string("an unknown address") : at.address().to_string();
+}
+
+void Handshake::run() {
+  ++gate.pending;
+  timer.expires_after(kGateHandshakeTimeout);
+  timer.async_wait([self = shared_from_this()](std::error_code e) {
+    if (!e) self->end(&self->gate.counters.timed_out);
+  });
+  asio::async_read(socket, asio::buffer(hello_bytes),
+                   [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
+}
+
+void Handshake::on_hello(std::error_code e) {
+  if (e) return end(&gate.counters.timed_out);
+  auto decoded = dataplane::decode_hello(hello_bytes);
+  if (!decoded) {  // not a handshake: no answer, nothing more read
+    gate.log_refusal(peer_of(socket), "its first bytes are not a gridtrain handshake");
+    return end(&gate.counters.not_handshake);
+  }
+  hello = decoded.value();
+  Challenge challenge;
+  if (hello.protocol != dataplane::kControlProtocol) {
+    challenge.refusal = Refusal::protocol;
+  } else {
+    challenge.nonce = nonce = dataplane::make_nonce();
+    challenge.mac = dataplane::acceptor_mac(gate.mac, hello.nonce, hello.from_node, hello.to_node, Channel::control);
+  }
+  dataplane::encode(challenge, std::span<std::byte, dataplane::kChallengeBytes>(challenge_bytes));
+  const bool go_on = challenge.refusal == Refusal::none;
+  if (!go_on) gate.log_refusal(peer_of(socket), "another protocol (a data-plane dialer, or another version)");
+  asio::async_write(socket, asio::buffer(challenge_bytes),
+                    [self = shared_from_this(), go_on](std::error_code e, std::size_t) {
+                      if (e) return self->end(&self->gate.counters.timed_out);
+                      if (!go_on) return self->end(&self->gate.counters.wrong_protocol);
+                      asio::async_read(self->socket, asio::buffer(self->proof_bytes),
+                                       [self](std::error_code e, std::size_t) { self->on_proof(e); });
+                    });
+}
+
+void Handshake::on_proof(std::error_code e) {
+  if (e) return end(&gate.counters.timed_out);
+  auto proof = dataplane::decode_proof(proof_bytes);
+  Verdict verdict;
+  if (!proof || !dataplane::equal_macs(proof.value().mac, dataplane::dialer_mac(gate.mac, nonce, hello.from_node,
+                                                                                 hello.to_node, Channel::control))) {
+    verdict.refusal = Refusal::bad_proof;
+    gate.log_refusal(peer_of(socket), "it does not hold the cluster token");
+  }
+  dataplane::encode(verdict, std::span<std::byte, dataplane::kVerdictBytes>(verdict_bytes));
+  asio::async_write(socket, asio::buffer(verdict_bytes),
+                    [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
+                      if (e) return self->end(&self->gate.counters.timed_out);
+                      if (!ok) return self->end(&self->gate.counters.bad_proof);
+                      self->timer.cancel();
+                      self->ended = true;
+                      if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket));
+                    });
+}
+
+void Handshake::end(std::atomic<std::uint64_t>* counter) {
+  if (ended) return;
+  ended = true;
+  ++*counter;
+  timer.cancel();
+  std::error_code ignored;
+  socket.close(ignored);
+}
+
+// -- dialing -------------------------------------------------------------------------------------------------------
+
+// A file descriptor closed with its owner, unless released.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int fd) : fd(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  int release() { return std::exchange(fd, -1); }
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Waits until `fd` is ready for `events`, at most until `deadline`.
+bool wait_for(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+bool send_all(int fd, std::span<const std::byte> bytes, Clock::time_point deadline) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    if (!wait_for(fd, POLLOUT, deadline)) return false;
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool receive_all(int fd, std::span<std::byte> bytes, Clock::time_point deadline) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    if (!wait_for(fd, POLLIN, deadline)) return false;
+    const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// A non-blocking TCP connection to host:port, or why there is none.
+caf::expected<int> connect_to(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string where = host + ":" + std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return make_gate_error(GateRefusal::unreachable, "cannot resolve " + host + ": " + ::gai_strerror(rc));
+  std::string why = "no address";
+  for (addrinfo* a = found; a; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (fd.fd < 0) continue;
+    if (::connect(fd.fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+      why = std::strerror(errno);
+      continue;
+    }
+    if (!wait_for(fd.fd, POLLOUT, deadline)) {
+      why = "timed out";
+      continue;
+    }
+    int error = 0;
+    socklen_t length = sizeof error;
+    ::getsockopt(fd.fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    if (error != 0) {
+      why = std::strerror(error);
+      continue;
+    }
+    ::freeaddrinfo(found);
+    return fd.release();
+  }
+  ::freeaddrinfo(found);
+  return make_gate_error(GateRefusal::unreachable, "cannot connect to " + where + ": " + why);
+}
+
+// Dials host:port and passes its gate: the connected socket, ready for CAF's handshake, or why not.
+caf::expected<int> dial_through_gate(const std::string& host, std::uint16_t port, const MacFunction& mac) {
+  const auto deadline = Clock::now() + kGateHandshakeTimeout;
+  const std::string where = host + ":" + std::to_string(port);
+  auto connected = connect_to(host, port, deadline);
+  if (!connected) return std::move(connected.error());
+  Fd fd(*connected);
+  const Hello hello{dataplane::kControlProtocol, 0, 0, 0, dataplane::make_nonce()};
+  std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
+  dataplane::encode(hello, std::span<std::byte, dataplane::kHelloBytes>(hello_bytes));
+  std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
+  if (!send_all(fd.fd, hello_bytes, deadline) || !receive_all(fd.fd, challenge_bytes, deadline))
+    return make_gate_error(GateRefusal::not_a_gate, where + " did not answer the gate handshake (not a gridtrain "
+                                                            "node, or one of another version)");
+  auto challenge = dataplane::decode_challenge(challenge_bytes);
+  if (!challenge) return make_gate_error(GateRefusal::not_a_gate, where + ": " + challenge.error().message);
+  if (challenge.value().refusal != Refusal::none)
+    return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(challenge.value().refusal));
+  // A node that does not hold our token is not trusted with a byte of CAF's; our proof still goes out, so that its
+  // gate counts and logs a wrong token rather than a dialer that went quiet.
+  const bool acceptor_proved =
+      dataplane::equal_macs(challenge.value().mac, dataplane::acceptor_mac(mac, hello.nonce, 0, 0, Channel::control));
+  std::array<std::byte, dataplane::kProofBytes> proof_bytes{};
+  dataplane::encode(Proof{dataplane::dialer_mac(mac, challenge.value().nonce, 0, 0, Channel::control)},
+                    std::span<std::byte, dataplane::kProofBytes>(proof_bytes));
+  std::array<std::byte, dataplane::kVerdictBytes> verdict_bytes{};
+  if (!send_all(fd.fd, proof_bytes, deadline) || !receive_all(fd.fd, verdict_bytes, deadline)) {
+    if (!acceptor_proved) return make_gate_error(GateRefusal::wrong_token, where + " does not hold our cluster token");
+    return make_gate_error(GateRefusal::unreachable, where + " closed the connection during the gate handshake");
+  }
+  if (!acceptor_proved) return make_gate_error(GateRefusal::wrong_token, where + " does not hold our cluster token");
+  auto verdict = dataplane::decode_verdict(verdict_bytes);
+  if (!verdict) return make_gate_error(GateRefusal::not_a_gate, where + ": " + verdict.error().message);
+  if (verdict.value().refusal == Refusal::bad_proof)
+    return make_gate_error(GateRefusal::wrong_token, where + " refused our cluster token");
+  if (verdict.value().refusal != Refusal::none)
+    return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(verdict.value().refusal));
+  return fd.release();
+}
+
+// CAF's middleman actor, but its connections pass the gate of the node they dial before CAF's handshake, and it
+// opens no port (nodes listen through Gate::open).
+class GateMiddleman : public caf::io::middleman_actor_impl {
+ public:
+  GateMiddleman(caf::actor_config& cfg, caf::actor broker, MacFunction mac, std::function<void()> on_end)
+      : middleman_actor_impl(cfg, std::move(broker)), mac_(std::move(mac)), on_end_(std::move(on_end)) {}
+
+  const char* name() const override { return "gate_middleman"; }
+
+  behavior_type make_behavior() override {
+    // It ends with CAF's own middleman actor, which the actor system stops at shutdown.
+    link_to(system().middleman().actor_handle());
+    return middleman_actor_impl::make_behavior();
+  }
+
+  void on_exit() override {
+    on_end_();
+    middleman_actor_impl::on_exit();
+  }
+
+ protected:
+  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, std::uint16_t port) override {
+    auto fd = dial_through_gate(host, port, mac_);
+    if (!fd) return std::move(fd.error());
+    return system().middleman().backend().new_scribe(*fd);
+  }
+
+  caf::expected<caf::io::doorman_ptr> open(std::uint16_t, const char*, bool) override {
+    return caf::make_error(caf::sec::cannot_open_port, "a gridtrain node listens only through its gate");
+  }
+
+ private:
+  MacFunction mac_;
+  std::function<void()> on_end_;
+};
+
+}  // namespace
+
+caf::error make_gate_error(GateRefusal refusal, std::string why) {
+  return caf::error(static_cast<std::uint8_t>(refusal), kGateErrorCategory,
+                    caf::make_message(std::move(why)));
+}
+
+bool is_wrong_token(const caf::error& e) {
+  return e.category() == kGateErrorCategory &&
+         e.code() == static_cast<std::uint8_t>(GateRefusal::wrong_token);
+}
+
+std::string render_gate_error(std::uint8_t code, const caf::message& context) {
+  std::string why = context.match_elements<std::string>() ? context.get_as<std::string>(0) : "";
+  switch (static_cast<GateRefusal>(code)) {
+    case GateRefusal::unreachable: return "unreachable: " + why;
+    case GateRefusal::wrong_token: return "wrong cluster token: " + why;
+    case GateRefusal::not_a_gate: return "not a gridtrain node's gate: " + why;
+  }
+  return "gate error " + std::to_string(code) + ": " + why;
+}
+
+Gate::Gate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Gate>> Gate::open(caf::actor_system& system, const config::Endpoint& listen,
+                                         std::string token, caf::actor published) {
+  auto impl = std::make_unique<Impl>(system, std::move(token), std::move(published));
+  std::error_code e;
+  const auto host = asio::ip::make_address(listen.host, e);
+  if (e) return Error{.key = "cluster.listen", .message = "cannot listen on " + listen.host + ": not an IP address"};
+  const tcp::endpoint at(host, listen.port);
+  impl->acceptor.open(at.protocol(), e);
+  if (!e) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), e);
+  if (!e) impl->acceptor.bind(at, e);
+  if (!e) impl->acceptor.listen(asio::socket_base::max_listen_connections, e);
+  if (e) return Error{.key = "cluster.listen", .message = "cannot listen on " + listen.to_string() + ": " + e.message()};
+  impl->port = impl->acceptor.local_endpoint().port();
+  impl->accept();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<Gate>(new Gate(std::move(impl)));
+}
+
+Gate::~Gate() {
+  asio::post(impl_->io, [impl = impl_.get()] {
+    impl->stopped = true;
+    std::error_code ignored;
+    impl->acceptor.close(ignored);
+    impl->io.stop();  // handshakes under way end with their sockets, unfinished
+  });
+  impl_->thread.join();
+}
+
+std::uint16_t Gate::port() const { return impl_->port; }
+const GateCounters& Gate::counters() const { return impl_->counters; }
+
+caf::io::middleman_actor gate_middleman(caf::actor_system& system, const std::string& token) {
+  // Keyed by the system's address and the token: an entry leaves the map when its actor ends, before its actor
+  // system is gone, so a later system at the same address never finds a dead one.
+  static std::mutex lock;
+  static std::map<std::pair<const caf::actor_system*, std::string>, caf::io::middleman_actor> actors;
+  std::lock_guard<std::mutex> hold(lock);
+  const auto key = std::make_pair(static_cast<const caf::actor_system*>(&system), token);
+  if (auto found = actors.find(key); found != actors.end()) return found->second;
+  auto on_end = [key] {
+    std::lock_guard<std::mutex> hold(lock);
+    actors.erase(key);
+  };
+  auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  auto actor = system.spawn<GateMiddleman, caf::detached + caf::hidden>(std::move(broker), mac_of(token),
+                                                                         std::move(on_end));
+  actors.emplace(key, actor);
+  return actor;
+}
+
+}  // namespace gridtrain::actors
