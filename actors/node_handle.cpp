@@ -16,9 +16,9 @@ namespace gridtrain::actors {
 
 NodeHandle::NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port,
                        std::string address, std::shared_ptr<learner::ParameterStore> store,
-                       std::shared_future<JoinOutcome> outcome)
+                       std::shared_future<JoinOutcome> outcome, std::shared_ptr<const Gate> gate)
     : system_(&system), node_(std::move(node)), id_(id), port_(port), address_(std::move(address)),
-      store_(std::move(store)), outcome_(std::move(outcome)) {
+      store_(std::move(store)), outcome_(std::move(outcome)), gate_(std::move(gate)) {
   // One attachable for the node's whole life, set when it ends (at once if it has ended already). wait_for() is
   // called ten times a second for as long as a node runs; a monitor per call would leave one attachable (and the
   // scoped actor it names) on the node actor each time, which CAF frees only when the node ends: about 590 bytes
@@ -124,6 +124,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   caf::actor actor = system.spawn(node, std::move(setup));
   std::uint16_t port = 0;
   std::string address = fmt::format("local:{:016x}", id);
+  std::shared_ptr<Gate> open_gate;
   if (options.listen) {
     const config::Endpoint& listen = options.config.cluster.listen;
     // Through the gate: CAF opens no port of its own (actors/gate.hpp).
@@ -134,13 +135,13 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
     }
     port = gate.value()->port();
     // The gate closes when the node ends.
-    std::shared_ptr<Gate> open_gate = std::move(gate).value();
+    open_gate = std::move(gate).value();
     caf::actor_cast<caf::abstract_actor*>(actor)->attach_functor([open_gate] {});
     address = config::Endpoint{listen.host, port}.to_string();
   }
   caf::anon_send(actor, begin_atom::value, address);
   return NodeHandle{system, std::move(actor), id, port, std::move(address), std::move(options.store),
-                    std::move(decided)};
+                    std::move(decided), std::move(open_gate)};
 }
 
 Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen) {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/gate.hpp"
 #include "actors/messages.hpp"
 #include "base/result.hpp"
 #include "config/config.hpp"
@@ -62,13 +63,16 @@ struct NodeOptions {
 class NodeHandle {
  public:
   NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port, std::string address,
-             std::shared_ptr<learner::ParameterStore> store, std::shared_future<JoinOutcome> outcome);
+             std::shared_ptr<learner::ParameterStore> store, std::shared_future<JoinOutcome> outcome,
+             std::shared_ptr<const Gate> gate = nullptr);
 
   std::uint64_t id() const { return id_; }
   std::uint16_t port() const { return port_; }           // 0 when not listening
   const std::string& address() const { return address_; }  // host:port; "local:<id>" when not listening
   const caf::actor& actor() const { return node_; }
   const std::shared_ptr<learner::ParameterStore>& store() const { return store_; }
+  // What the node's gate let in and turned away; null when the node does not listen.
+  const GateCounters* gate_counters() const { return gate_ ? &gate_->counters() : nullptr; }
 
   // Blocks until the join is decided: welcomed, rejected (with the cluster's reason), unreachable seed (after
   // NodeOptions::join_timeout at most), or stopped. A node that is not welcomed ends by itself.
@@ -108,6 +112,7 @@ class NodeHandle {
   std::shared_ptr<learner::ParameterStore> store_;
   std::shared_future<JoinOutcome> outcome_;
   std::shared_future<void> ended_;  // ready once the node actor has ended
+  std::shared_ptr<const Gate> gate_;  // also held by the node actor, which closes it when it ends
 };
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be

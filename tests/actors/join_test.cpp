@@ -21,27 +21,6 @@
 namespace gridtrain::testing {
 namespace {
 
-// A token file in a fresh temporary directory, removed with the object.
-struct TokenFile {
-  explicit TokenFile(const std::string& token) {
-    static int counter = 0;
-    dir = std::filesystem::temp_directory_path() /
-          ("gridtrain-join-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(dir);
-    std::ofstream(dir / "token") << token << "\n";
-  }
-  ~TokenFile() { std::filesystem::remove_all(dir); }
-  std::string path() const { return (dir / "token").string(); }
-  std::filesystem::path dir;
-};
-
-// The token `path` holds, read as start_node reads cluster.token_file ("" : none).
-std::string token_in(const std::string& path) {
-  auto token = actors::read_token(path);
-  REQUIRE(token.ok());
-  return std::move(token).value();
-}
-
 std::size_t members_listed(DeterministicCluster& cluster) { return cluster.status().nodes.size(); }
 
 // Starts a node in `system` with `options` and waits until it is welcomed (it bootstraps when it has no seeds).

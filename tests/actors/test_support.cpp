@@ -1,5 +1,12 @@
 #include "test_support.hpp"
 
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "actors/token_proof.hpp"
+
 namespace gridtrain::testing {
 
 config::Config cluster_config(int dims, double alpha, int max_chunk_floats) {
@@ -35,6 +42,22 @@ std::vector<float> read(const learner::ParameterStore& store) {
   std::vector<float> out(store.size());
   store.fetch(out);
   return out;
+}
+
+TokenFile::TokenFile(const std::string& token) {
+  static int counter = 0;
+  dir = std::filesystem::temp_directory_path() /
+        ("gridtrain-actors-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "token") << token << "\n";
+}
+
+TokenFile::~TokenFile() { std::filesystem::remove_all(dir); }
+
+std::string token_in(const std::string& path) {
+  auto token = actors::read_token(path);
+  REQUIRE(token.ok());
+  return std::move(token).value();
 }
 
 }  // namespace gridtrain::testing

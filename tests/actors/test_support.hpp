@@ -2,6 +2,8 @@
 // What every actor test builds on, deterministic or in real time: a probe config and small stores.
 
 #include <cstddef>
+#include <filesystem>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -20,5 +22,18 @@ std::shared_ptr<learner::ParameterStore> make_store(std::size_t floats, float ba
 
 // Every float of the store, read under its locks.
 std::vector<float> read(const learner::ParameterStore& store);
+
+// A token file in a fresh temporary directory, removed with the object.
+struct TokenFile {
+  explicit TokenFile(const std::string& token);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  std::string path() const { return (dir / "token").string(); }
+  std::filesystem::path dir;
+};
+
+// The token `path` holds, read as start_node reads cluster.token_file ("" : none).
+std::string token_in(const std::string& path);
 
 }  // namespace gridtrain::testing

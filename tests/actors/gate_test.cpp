@@ -1,0 +1,187 @@
+// The gate in front of CAF's port (actors/gate.hpp), in real time over loopback: what a stranger sends stops at
+// the handshake, the node lives on and keeps its memory, and nodes that hold the token still join through it.
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/io/all.hpp>
+
+#include <array>
+#include <cstdint>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "actors/gate.hpp"
+#include "actors/node_handle.hpp"
+#include "actors/token_proof.hpp"
+#include "cluster_harness.hpp"
+#include "dataplane/handshake.hpp"
+#include "test_support.hpp"
+
+namespace gridtrain::testing {
+namespace {
+
+// A plain TCP connection to 127.0.0.1:port, closed with the object.
+struct Connection {
+  explicit Connection(std::uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(port);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+    timeval limit{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  ~Connection() { ::close(fd); }
+  void send(std::span<const std::byte> bytes) const {
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
+  }
+  // Exactly N bytes, or fewer if the gate closed the connection first.
+  std::vector<std::byte> receive(std::size_t n) const {
+    std::vector<std::byte> out(n);
+    std::size_t done = 0;
+    while (done < n) {
+      const ssize_t got = ::recv(fd, out.data() + done, n - done, 0);
+      if (got <= 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    out.resize(done);
+    return out;
+  }
+  int fd;
+};
+
+// The bytes that killed a node through CAF 0.17.6's BASP parser: the 8-byte big-endian 2^40, 64 times.
+std::vector<std::byte> caf_crash_bytes() {
+  std::vector<std::byte> bytes;
+  for (int i = 0; i < 64; ++i)
+    for (int b = 7; b >= 0; --b) bytes.push_back(static_cast<std::byte>((std::uint64_t{1} << 40) >> (8 * b)));
+  return bytes;
+}
+
+std::array<std::byte, dataplane::kHelloBytes> hello_bytes(std::uint32_t protocol) {
+  std::array<std::byte, dataplane::kHelloBytes> out{};
+  dataplane::encode(dataplane::Hello{protocol, 0, 0, 0, dataplane::make_nonce()},
+                    std::span<std::byte, dataplane::kHelloBytes>(out));
+  return out;
+}
+
+std::size_t resident_kb() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
+  return 0;
+}
+
+// The node answers its grid view: it runs, and it is in its cluster.
+bool answers(caf::actor_system& system, const actors::NodeHandle& node) {
+  auto view = actors::query_grid_view(system, node.actor(), std::chrono::seconds(5));
+  return view.ok() && !view.value().nodes.empty();
+}
+
+}  // namespace
+
+TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the node lives on and lets members in") {
+  TokenFile token("gate-test-secret");
+  auto config = cluster_config(1, 1.0);
+  config.cluster.token_file = token.path();
+  actors::SystemConfig config_a{config}, config_b{config};
+  caf::actor_system a{config_a}, b{config_b};
+  actors::NodeOptions first;
+  first.config = config;
+  first.node_id = 1;
+  first.store = make_store(1000, 1.0f);
+  auto started = actors::start_node(a, first);
+  REQUIRE(started.ok());
+  actors::NodeHandle node = started.value();
+  REQUIRE(node.wait_joined().result == actors::JoinResult::welcomed);
+  const actors::GateCounters& counts = *node.gate_counters();
+  const std::uint16_t port = node.port();
+
+  SUBCASE("bytes that are no handshake: CAF 0.17's crash, random bytes, a truncated hello") {
+    const std::size_t before_kb = resident_kb();
+    for (int i = 0; i < 100; ++i) Connection(port).send(caf_crash_bytes());
+    std::mt19937 random(7);
+    std::vector<std::byte> noise(4096);
+    for (auto& x : noise) x = static_cast<std::byte>(random());
+    noise[0] = std::byte{0};  // never the hello's magic by chance
+    Connection(port).send(noise);
+    {
+      const auto hello = hello_bytes(dataplane::kControlProtocol);
+      Connection(port).send(std::span<const std::byte>(hello).first(10));  // and then it closes
+    }
+    CHECK(eventually([&] { return counts.not_handshake == 101 && counts.timed_out == 1; }));
+    CHECK(answers(a, node));
+    // 102 connections turned away cost the node no lasting memory (the gate reads fixed-size messages only).
+    CHECK(resident_kb() < before_kb + 8 * 1024);
+  }
+
+  SUBCASE("a handshake of another channel is refused as another protocol") {
+    Connection c(port);
+    c.send(hello_bytes(dataplane::kDataProtocol));
+    const auto reply = c.receive(dataplane::kChallengeBytes);
+    REQUIRE(reply.size() == dataplane::kChallengeBytes);
+    const auto challenge =
+        dataplane::decode_challenge(std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
+    REQUIRE(challenge.ok());
+    CHECK(challenge.value().refusal == dataplane::Refusal::protocol);
+    CHECK(eventually([&] { return counts.wrong_protocol == 1; }));
+    CHECK(answers(a, node));
+  }
+
+  SUBCASE("a dialer that cannot prove the token gets a refusal, and CAF never sees it") {
+    Connection c(port);
+    c.send(hello_bytes(dataplane::kControlProtocol));
+    const auto reply = c.receive(dataplane::kChallengeBytes);
+    REQUIRE(reply.size() == dataplane::kChallengeBytes);
+    std::array<std::byte, dataplane::kProofBytes> proof{};
+    dataplane::encode(dataplane::Proof{}, std::span<std::byte, dataplane::kProofBytes>(proof));  // MAC all zero
+    c.send(proof);
+    c.send(caf_crash_bytes());  // whatever follows a failed proof is never read
+    const auto verdict_bytes = c.receive(dataplane::kVerdictBytes);
+    REQUIRE(verdict_bytes.size() == dataplane::kVerdictBytes);
+    const auto verdict = dataplane::decode_verdict(
+        std::span<const std::byte, dataplane::kVerdictBytes>(verdict_bytes.data(), verdict_bytes.size()));
+    REQUIRE(verdict.ok());
+    CHECK(verdict.value().refusal == dataplane::Refusal::bad_proof);
+    CHECK(eventually([&] { return counts.bad_proof == 1; }));
+    CHECK(answers(a, node));
+  }
+
+  SUBCASE("a node with a wrong token is rejected at the gate, and says so; one with the right token joins") {
+    TokenFile wrong("another-secret");
+    actors::NodeOptions intruder = first;
+    intruder.config.cluster.token_file = wrong.path();
+    intruder.node_id = 3;
+    intruder.store = make_store(1000, 9.0f);
+    intruder.seeds = {config::Endpoint{"127.0.0.1", port}};
+    auto refused = actors::start_node(b, intruder);
+    REQUIRE(refused.ok());
+    const auto outcome = refused.value().wait_joined();
+    CHECK(outcome.result == actors::JoinResult::rejected);
+    CHECK(outcome.reason.find("wrong cluster token") != std::string::npos);
+    CHECK(eventually([&] { return counts.bad_proof == 1; }));
+    CHECK(read(*intruder.store) == read(*make_store(1000, 9.0f)));  // nothing averaged into it
+
+    actors::NodeOptions second = first;
+    second.node_id = 2;
+    second.store = make_store(1000, 3.0f);
+    second.seeds = {config::Endpoint{"127.0.0.1", port}};
+    auto joined = actors::start_node(b, second);
+    REQUIRE(joined.ok());
+    REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+    // With α = 1 both hold the mean after the first round.
+    const auto mean = read(*make_store(1000, 2.0f));
+    CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
+    CHECK(counts.accepted >= 1);
+    joined.value().stop();
+    joined.value().wait();
+  }
+
+  node.stop();
+  node.wait();
+}
+
+}  // namespace gridtrain::testing
