@@ -16,6 +16,7 @@
 // per layout version (StartLine), not per message.
 
 #include <caf/all.hpp>
+#include <caf/binary_deserializer.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -70,6 +71,10 @@ typename Inspector::result_type inspect(Inspector& f, FloatPayload& x) {
     if (auto err = f(n)) return err;
     if constexpr (!Inspector::reads_state) {  // loading
       if (n > max_payload_floats) return caf::make_error(caf::sec::invalid_argument, "payload too large");
+      // A small message may declare a huge count: check it against the bytes that are there before allocating.
+      if (const auto* bytes = dynamic_cast<const caf::binary_deserializer*>(&f);
+          bytes && n * sizeof(float) > bytes->remaining())
+        return caf::make_error(caf::sec::invalid_argument, "payload shorter than its float count");
       x.values.resize(n);
     }
     return n == 0 ? caf::error{} : f.apply_raw(n * sizeof(float), x.values.data());

@@ -137,4 +137,21 @@ TEST_CASE("a payload that announces more floats than allowed is refused when rea
   CHECK(x.values.empty());
 }
 
+TEST_CASE("a payload that announces more floats than its message holds is refused before anything is allocated") {
+  // 2^28 floats (1 GiB) allowed, 16 bytes there: the count is checked against the bytes, not only the limit.
+  caf::binary_serializer::container_type buffer;
+  {
+    caf::binary_serializer sink{nullptr, buffer};
+    std::uint64_t declared = max_payload_floats;
+    float four[4] = {1, 2, 3, 4};
+    REQUIRE_FALSE(sink(declared));
+    REQUIRE_FALSE(sink.apply_raw(sizeof four, four));
+  }
+  caf::binary_deserializer source{nullptr, buffer};
+  FloatPayload x;
+  const caf::error refused = source(x);
+  CHECK(refused);
+  CHECK(x.values.capacity() == 0);
+}
+
 }  // namespace gridtrain::testing
