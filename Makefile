@@ -4,13 +4,14 @@
 # Others:
 #   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders; see tsan below)
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)
+#   make fuzz               builds the fuzz targets with clang's libFuzzer and runs each for FUZZ_SECONDS
 #   make chaos              a training cluster under random faults for CHAOS_MINUTES (default 30)
 
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo asan tsan tsan-actors bench chaos clean
+.PHONY: all deps configure build test demo asan tsan tsan-actors bench chaos fuzz clean
 
 all: build
 
@@ -55,6 +56,16 @@ tsan-actors: tsan
 CHAOS_MINUTES ?= 30
 chaos: build
 	$(BUILD)/gridnode chaos --minutes $(CHAOS_MINUTES) --out chaos-out
+
+# The fuzz targets of tests/fuzz/ under libFuzzer with ASan+UBSan, each for FUZZ_SECONDS (default 300). `make
+# test` runs the same targets for a few seconds each, built with g++ (tests/fuzz/smoke_main.cpp).
+FUZZ_SECONDS ?= 300
+fuzz:
+	@scripts/install-deps.sh fuzz
+	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIDTRAIN_FUZZ=ON \
+	  -DGRIDTRAIN_BENCH=OFF -DGRIDTRAIN_CUDA=OFF
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
+	scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
 bench: build
 	scripts/run-benchmarks.sh $(BUILD)

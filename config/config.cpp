@@ -6,8 +6,13 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+#include <yaml-cpp/yaml.h>
 
 #include "config/reader.hpp"
 #include "config/schema.hpp"
@@ -192,10 +197,43 @@ Status validate(const LoadState& state, const std::string& source) {
   return {};
 }
 
+// yaml-cpp 0.7's LoadAll never returns on some malformed streams: it reads endless empty documents, allocating as
+// it goes (97 bytes of fuzzed input took 24 GB before the kernel killed the process). So the documents are counted
+// first with a parser that builds nothing, and a stream with more than kMaxYamlDocuments is refused.
+constexpr int kMaxYamlDocuments = 16;
+
+class DocumentCounter : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Whether `yaml` holds at most `limit` documents. Throws YAML::ParserException as LoadAll would.
+bool document_count_within(std::string_view yaml, int limit) {
+  std::istringstream stream{std::string(yaml)};
+  YAML::Parser parser(stream);
+  DocumentCounter counter;
+  for (int documents = 0; parser.HandleNextDocument(counter);)
+    if (++documents > limit) return false;
+  return true;
+}
+
 Result<Config> load(std::string_view yaml, const std::string& source, const std::vector<std::string>& overrides,
                     const fs::path& base_dir) {
   std::vector<YAML::Node> documents;
   try {
+    if (!document_count_within(yaml, kMaxYamlDocuments))
+      return Error{source, 0, 0, "",
+                   "invalid YAML: more than " + std::to_string(kMaxYamlDocuments) +
+                       " documents (a config is one mapping; yaml-cpp reads some malformed streams as endless empty "
+                       "documents)"};
     documents = YAML::LoadAll(std::string(yaml));
   } catch (const YAML::ParserException& e) {
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gridtrain needs, only those that are missing.
-# Used by `make test`, `make demo` and CI; needs root (or sudo) when something is missing.
+# Used by `make test`, `make demo`, `make fuzz` and CI; needs root (or sudo) when something is missing.
 set -euo pipefail
 
 packages=(
@@ -10,6 +10,9 @@ packages=(
   libgloo-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist gnuplot-nox
 )
+
+# `install-deps.sh fuzz`: also clang, whose libFuzzer `make fuzz` links (the test suite's smoke runs use g++).
+if [ "${1:-}" = "fuzz" ]; then packages+=(clang); fi
 
 missing=()
 for p in "${packages[@]}"; do
