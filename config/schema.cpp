@@ -31,6 +31,9 @@ struct BoolCodec {
 template <class Int = int>
 struct IntCodec {
   using T = Int;
+  // A constructor, not aggregate initialisation: clang before 17 deduces no aggregate's template arguments, and
+  // IntCodec{range} must be an int field there too.
+  explicit IntCodec(IntRange r) : range(r) {}
   IntRange range;
   std::string type_text() const { return "integer " + range.describe(); }
   Result<T> read(const Value& v, const std::string& key, const Reader& r) const {
