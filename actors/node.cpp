@@ -610,7 +610,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           auto& s = self->state;
           std::uint64_t bad = s.bad_messages;
           for (const auto& d : dims) bad += d.rounds.malformed;
-          promise.deliver(NodeStats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad});
+          promise.deliver(NodeStats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, {}});
         });
         return promise;
       },

@@ -46,11 +46,22 @@ struct DimensionStats {
 };
 
 // A node's counters, dimension by dimension.
+// What a node's gate let in and turned away (actors/gate.hpp); all 0 for a node that does not listen.
+struct GateStats {
+  std::uint64_t accepted = 0;        // connections handed to CAF after the handshake
+  std::uint64_t not_handshake = 0;   // first bytes that were no handshake (scans, garbage, CAF's own protocol)
+  std::uint64_t wrong_protocol = 0;  // a handshake of another channel or version
+  std::uint64_t bad_proof = 0;       // dialers without the cluster token
+  std::uint64_t timed_out = 0;       // handshakes not finished in time, or cut off
+  std::uint64_t overflow = 0;        // closed at once: too many handshakes under way
+};
+
 struct NodeStats {
   std::uint64_t node_id = 0;
   bool member = false;               // welcomed and not yet left
   std::vector<DimensionStats> dims;  // one per dimension a node offers (grid::kMaxDims), dimension d at index d
   std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
+  GateStats gate;                    // filled by NodeHandle::stats() in the node's process; not sent over the wire
   RoundStats total() const {
     RoundStats sum;
     for (const auto& d : dims) sum += d.rounds;

@@ -95,6 +95,7 @@ struct Service::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::map<std::uint64_t, std::weak_ptr<EndpointState>> endpoints;
   bool stopped = false;
+  std::size_t pending_handshakes = 0;  // the service's thread only
 
   explicit Impl(Service& s) : service(s) {}
   std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
@@ -683,7 +684,10 @@ void Endpoint::close() {
 // The acceptor's half of dataplane/handshake.hpp: which node the dialer wants, and whether it holds the token.
 struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   AcceptorHandshake(Service::Impl& service, tcp::socket s)
-      : service(service), socket(std::move(s)), timer(socket.get_executor()) {}
+      : service(service), socket(std::move(s)), timer(socket.get_executor()) {
+    ++service.pending_handshakes;
+  }
+  ~AcceptorHandshake() { --service.pending_handshakes; }
 
   void run() {
     timer.expires_after(kHandshakeTimeout);
@@ -761,7 +765,13 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
 void Service::Impl::accept() {
   acceptor->async_accept([this](std::error_code e, tcp::socket s) {
     if (stopped) return;
-    if (!e) std::make_shared<AcceptorHandshake>(*this, std::move(s))->run();
+    if (!e && pending_handshakes >= Service::kMaxPendingHandshakes) {
+      ++service.handshakes_overflowed_;
+      std::error_code ignored;
+      s.close(ignored);
+    } else if (!e) {
+      std::make_shared<AcceptorHandshake>(*this, std::move(s))->run();
+    }
     if (e != asio::error::operation_aborted) accept();
   });
 }

@@ -25,6 +25,7 @@
 
 #include <asio.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -98,6 +99,10 @@ class Service : public std::enable_shared_from_this<Service> {
 
   // host:port of the listening socket; "" when it does not listen.
   std::string address() const { return address_; }
+  // Connections closed at accept because kMaxPendingHandshakes were under way (an idle flood holds at most that
+  // many sockets, each for the handshake timeout).
+  std::uint64_t handshakes_overflowed() const { return handshakes_overflowed_; }
+  static constexpr std::size_t kMaxPendingHandshakes = 64;
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
   // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
   std::size_t poll_one() { return io_.poll_one(); }
@@ -119,6 +124,7 @@ class Service : public std::enable_shared_from_this<Service> {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::unique_ptr<Impl> impl_;
   std::string address_;
+  std::atomic<std::uint64_t> handshakes_overflowed_{0};
   std::thread thread_;
 };
 

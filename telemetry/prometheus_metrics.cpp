@@ -52,6 +52,15 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                     node);
   shortfalls_ = counter(r, "gridtrain_quorum_shortfalls_total",
                         "rounds completed with a chunk averaged over fewer than all peers", node);
+  auto& refused = prometheus::BuildCounter()
+                      .Name("gridtrain_connections_refused_total")
+                      .Help("connections the node's gate turned away before CAF saw a byte, by reason")
+                      .Register(r);
+  for (const char* reason : {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow"})
+    refused_.push_back(&refused.Add({{"node", node}, {"reason", reason}}));
+  refused_seen_.assign(refused_.size(), 0);
+  accepted_ = counter(r, "gridtrain_connections_accepted_total",
+                      "connections that proved the cluster token at the node's gate and went on to CAF", node);
   samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
   tau_ = gauge(r, "gridtrain_tau", "learner steps per completed elastic update, over the last epoch", node);
   samples_per_s_ = gauge(r, "gridtrain_samples_per_second", "learner throughput over the last epoch", node);
@@ -79,6 +88,10 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   advance(bytes_received_, total.bytes_received, bytes_received_seen_);
   advance(unsent_, total.frames_unsent, unsent_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
+  const std::uint64_t refused[] = {stats.gate.not_handshake, stats.gate.wrong_protocol, stats.gate.bad_proof,
+                                   stats.gate.timed_out, stats.gate.overflow};
+  for (std::size_t i = 0; i < refused_.size(); ++i) advance(refused_[i], refused[i], refused_seen_[i]);
+  advance(accepted_, stats.gate.accepted, accepted_seen_);
 }
 
 void PrometheusMetrics::update(const learner::EpochReport& report) {

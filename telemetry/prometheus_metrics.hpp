@@ -2,7 +2,8 @@
 // PrometheusMetrics: a node's metrics on an HTTP /metrics endpoint (metrics.listen; README.md, "Training and
 // observability").
 // Counters: rounds completed per dimension (rate() gives rounds/s), stale chunks dropped, quorum shortfalls, chunk
-// bytes sent and received, chunks left unsent, samples trained on. Gauges: τ, samples/s, training loss and test
+// bytes sent and received, chunks left unsent, samples trained on, connections the gate refused (by reason) and
+// accepted. Gauges: τ, samples/s, training loss and test
 // accuracy of the last epoch.
 // Every series carries the label node="<name>".
 
@@ -52,6 +53,10 @@ class PrometheusMetrics {
   prometheus::Counter* bytes_received_;
   prometheus::Counter* unsent_;
   prometheus::Counter* shortfalls_;
+  std::vector<prometheus::Counter*> refused_;  // by reason, in GateStats' order
+  std::vector<std::uint64_t> refused_seen_;
+  prometheus::Counter* accepted_;
+  std::uint64_t accepted_seen_ = 0;
   prometheus::Counter* samples_;
   prometheus::Gauge* tau_;
   prometheus::Gauge* samples_per_s_;

@@ -114,6 +114,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     }
     CHECK(eventually([&] { return counts.not_handshake == 101 && counts.timed_out == 1; }));
     CHECK(answers(a, node));
+    CHECK(node.stats().gate.not_handshake == 101);  // what the Prometheus endpoint exports
     // 102 connections turned away cost the node no lasting memory (the gate reads fixed-size messages only).
     CHECK(resident_kb() < before_kb + 8 * 1024);
   }

@@ -154,6 +154,25 @@ TEST_CASE("random bytes on the data port, and a frame too long for any line, lea
   CHECK(n2.read()[0] == 5.0f);
 }
 
+TEST_CASE("a flood of idle connections holds at most a bounded number of handshakes; the rest are closed at once") {
+  auto a = service();
+  const auto colon = a->address().rfind(':');
+  const asio::ip::tcp::endpoint at{asio::ip::make_address("127.0.0.1"),
+                                   static_cast<std::uint16_t>(std::stoi(a->address().substr(colon + 1)))};
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> idle;
+  const std::size_t extra = 16;
+  for (std::size_t i = 0; i < Service::kMaxPendingHandshakes + extra; ++i) {
+    idle.emplace_back(io);
+    idle.back().connect(at);
+  }
+  // The service accepts them in order: the first kMaxPendingHandshakes wait for a hello, the rest are closed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (a->handshakes_overflowed() < extra && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(a->handshakes_overflowed() == extra);
+}
+
 TEST_CASE("a line of nodes in one process runs its rounds through memory") {
   auto s = service();
   Node n1(*s, 1, 5000, 0.0f), n2(*s, 2, 5000, 10.0f), n3(*s, 3, 5000, 20.0f);

@@ -33,7 +33,7 @@ std::string http_get_metrics(std::uint16_t port) {
 
 }  // namespace
 
-TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, throughput, loss and accuracy") {
+TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, throughput, loss, accuracy and refusals") {
   auto started = PrometheusMetrics::start(config::Endpoint{"127.0.0.1", 0}, "n7");
   REQUIRE(started.ok());
   auto& metrics = *started.value();
@@ -44,6 +44,9 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   stats.dims[1].rounds.rounds_done = 3;
   stats.dims[1].rounds.stale_dropped = 2;
   stats.dims[1].rounds.bytes_sent = 5;
+  stats.gate.bad_proof = 2;
+  stats.gate.not_handshake = 64;
+  stats.gate.accepted = 3;
   metrics.update(stats);
   stats.dims[0].rounds.rounds_done = 9;  // cumulative: the counter gains 4
   metrics.update(stats);
@@ -61,6 +64,10 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   CHECK(page.find(R"(gridtrain_train_loss{node="n7"} 0.5)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_test_accuracy{node="n7"} 0.75)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_samples_total{node="n7"} 1000)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_connections_refused_total{node="n7",reason="bad_proof"} 2)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_connections_refused_total{node="n7",reason="not_handshake"} 64)") !=
+        std::string::npos);
+  CHECK(page.find(R"(gridtrain_connections_accepted_total{node="n7"} 3)") != std::string::npos);
 }
 
 }  // namespace gridtrain::telemetry
