@@ -46,7 +46,7 @@ MacFunction mac_of(std::string token) {
 
 // The acceptor's side of one connection's handshake, on the gate's thread.
 struct Handshake : std::enable_shared_from_this<Handshake> {
-  Handshake(Gate::Impl& gate, tcp::socket s) : gate(gate), socket(std::move(s)), timer(socket.get_executor()) {}
+  Handshake(Gate::Impl& gate, tcp::socket s);
   ~Handshake();
 
   void run();
@@ -57,6 +57,8 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   Gate::Impl& gate;
   tcp::socket socket;
   asio::steady_timer timer;
+  // Shared with the gate: a handshake still pending when the gate closes is destroyed with the io_context.
+  std::shared_ptr<std::size_t> pending;
   bool ended = false;
   Hello hello;
   Nonce nonce{};
@@ -76,7 +78,7 @@ struct Gate::Impl {
     acceptor.async_accept([this](std::error_code e, tcp::socket s) {
       if (e == asio::error::operation_aborted || stopped) return;
       if (!e) {
-        if (pending >= kGateMaxPending) {
+        if (*pending >= kGateMaxPending) {
           ++counters.overflow;
           std::error_code ignored;
           s.close(ignored);
@@ -114,7 +116,9 @@ struct Gate::Impl {
   asio::io_context io;
   tcp::acceptor acceptor;
   std::uint16_t port = 0;
-  std::size_t pending = 0;  // handshakes under way (the gate's thread only)
+  // Handshakes under way (the gate's thread only); each holds it, since those left pending when the gate closes
+  // are destroyed with `io`.
+  std::shared_ptr<std::size_t> pending = std::make_shared<std::size_t>(0);
   std::set<std::string> logged;
   bool stopped = false;
   GateCounters counters;
@@ -123,7 +127,12 @@ struct Gate::Impl {
 
 namespace {
 
-Handshake::~Handshake() { --gate.pending; }
+Handshake::Handshake(Gate::Impl& gate, tcp::socket s)
+    : gate(gate), socket(std::move(s)), timer(socket.get_executor()), pending(gate.pending) {
+  ++*pending;
+}
+
+Handshake::~Handshake() { --*pending; }
 
 std::string peer_of(const tcp::socket& socket) {
   std::error_code e;
@@ -132,7 +141,6 @@ std::string peer_of(const tcp::socket& socket) {
 }
 
 void Handshake::run() {
-  ++gate.pending;
   timer.expires_after(kGateHandshakeTimeout);
   timer.async_wait([self = shared_from_this()](std::error_code e) {
     if (!e) self->end(&self->gate.counters.timed_out);

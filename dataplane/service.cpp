@@ -95,7 +95,9 @@ struct Service::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::map<std::uint64_t, std::weak_ptr<EndpointState>> endpoints;
   bool stopped = false;
-  std::size_t pending_handshakes = 0;  // the service's thread only
+  // Handshakes under way (the service's thread only). Shared with them: a handshake still pending when the service
+  // ends is destroyed with the io_context, after this Impl.
+  std::shared_ptr<std::size_t> pending_handshakes = std::make_shared<std::size_t>(0);
 
   explicit Impl(Service& s) : service(s) {}
   std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
@@ -684,10 +686,10 @@ void Endpoint::close() {
 // The acceptor's half of dataplane/handshake.hpp: which node the dialer wants, and whether it holds the token.
 struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   AcceptorHandshake(Service::Impl& service, tcp::socket s)
-      : service(service), socket(std::move(s)), timer(socket.get_executor()) {
-    ++service.pending_handshakes;
+      : service(service), socket(std::move(s)), timer(socket.get_executor()), pending(service.pending_handshakes) {
+    ++*pending;
   }
-  ~AcceptorHandshake() { --service.pending_handshakes; }
+  ~AcceptorHandshake() { --*pending; }
 
   void run() {
     timer.expires_after(kHandshakeTimeout);
@@ -753,6 +755,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   Service::Impl& service;
   tcp::socket socket;
   asio::steady_timer timer;
+  std::shared_ptr<std::size_t> pending;
   Hello hello;
   Nonce nonce{};
   std::shared_ptr<EndpointState> endpoint;
@@ -765,7 +768,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
 void Service::Impl::accept() {
   acceptor->async_accept([this](std::error_code e, tcp::socket s) {
     if (stopped) return;
-    if (!e && pending_handshakes >= Service::kMaxPendingHandshakes) {
+    if (!e && *pending_handshakes >= Service::kMaxPendingHandshakes) {
       ++service.handshakes_overflowed_;
       std::error_code ignored;
       s.close(ignored);
