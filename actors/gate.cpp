@@ -370,6 +370,10 @@ class GateMiddleman : public caf::io::middleman_actor_impl {
 
 }  // namespace
 
+GateStats GateCounters::snapshot() const {
+  return {accepted, not_handshake, wrong_protocol, bad_proof, timed_out, overflow};
+}
+
 caf::error make_gate_error(GateRefusal refusal, std::string why) {
   return caf::error(static_cast<std::uint8_t>(refusal), kGateErrorCategory,
                     caf::make_message(std::move(why)));
@@ -403,7 +407,8 @@ Result<std::unique_ptr<Gate>> Gate::open(caf::actor_system& system, const config
   if (!e) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), e);
   if (!e) impl->acceptor.bind(at, e);
   if (!e) impl->acceptor.listen(asio::socket_base::max_listen_connections, e);
-  if (e) return Error{.key = "cluster.listen", .message = "cannot listen on " + listen.to_string() + ": " + e.message()};
+  if (e)
+    return Error{.key = "cluster.listen", .message = "cannot listen on " + listen.to_string() + ": " + e.message()};
   impl->port = impl->acceptor.local_endpoint().port();
   impl->accept();
   Impl* raw = impl.get();

@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/reports.hpp"
 #include "base/result.hpp"
 #include "config/endpoint.hpp"
 
@@ -42,6 +43,8 @@ struct GateCounters {
   std::atomic<std::uint64_t> bad_proof{0};       // the dialer does not hold the cluster token
   std::atomic<std::uint64_t> timed_out{0};       // closed before the handshake was through, or too slow
   std::atomic<std::uint64_t> overflow{0};        // closed at once: too many handshakes were under way
+
+  GateStats snapshot() const;  // the counts now, as NodeStats carries them
 };
 
 // How long a dialer has to get through the handshake, and how many may be under way at once: a flood of idle

@@ -32,6 +32,9 @@ namespace {
 
 using Self = caf::stateful_actor<NodeState>*;
 
+// Every dial of this node passes the peer's gate with its token (actors/gate.hpp).
+caf::io::middleman_actor middleman(Self self) { return gate_middleman(self->system(), self->state.setup.token); }
+
 void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
   self->send(to, Join{s.setup.node_id, s.address, s.setup.data_plane->address(), s.setup.store->signature(),
@@ -150,16 +153,15 @@ void reach(Self self, const std::string& address, const caf::actor& known, std::
   }
   auto endpoint = config::parse_endpoint(address);
   if (!endpoint) return then(nullptr);  // a node of this process that has gone
-  auto middleman = gate_middleman(self->system(), self->state.setup.token);
-  auto dial = [self, middleman, to = endpoint.value(), then] {
-    self->request(middleman, self->state.setup.rejoin_interval, caf::connect_atom::value, to.host, to.port)
+  auto dial = [self, to = endpoint.value(), then] {
+    self->request(middleman(self), self->state.setup.rejoin_interval, caf::connect_atom::value, to.host, to.port)
         .then([then](caf::node_id&, caf::strong_actor_ptr& ptr,
                      std::set<std::string>&) { then(caf::actor_cast<caf::actor>(ptr)); },
               [then](caf::error&) { then(nullptr); });
   };
   if (!known || known.node() == self->node()) return dial();
   // The middleman answers an empty host for a node it reaches only through another, or not at all.
-  self->request(middleman, s.setup.rejoin_interval, caf::get_atom::value, known.node())
+  self->request(middleman(self), s.setup.rejoin_interval, caf::get_atom::value, known.node())
       .then(
           [known, then, dial](caf::node_id&, std::string& host, std::uint16_t port) {
             if (!host.empty() && port != 0) return then(known);
@@ -376,7 +378,7 @@ void warm_start_on_rejoin(Self self) {
 // Says how this node reaches `node` now: over its own connection, or through another node (which does not report
 // that node's death). Asynchronous: one log line.
 void log_route(Self self, const caf::node_id& node, std::string what) {
-  self->request(gate_middleman(self->system(), self->state.setup.token), std::chrono::seconds(2), caf::get_atom::value, node)
+  self->request(middleman(self), std::chrono::seconds(2), caf::get_atom::value, node)
       .then(
           [self, what](caf::node_id&, std::string& host, std::uint16_t port) {
             spdlog::info("node {:016x}: its route to {}: {}", self->state.setup.node_id, what,
@@ -446,8 +448,7 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
   if (s.phase != NodePhase::joining) return;
   if (s.seed_next >= s.setup.seeds.size()) return conclude(self, JoinResult::unreachable, s.seed_failures);
   const config::Endpoint seed = s.setup.seeds[s.seed_next++];
-  self->request(gate_middleman(self->system(), self->state.setup.token), s.setup.join_timeout, caf::connect_atom::value,
-                seed.host, seed.port)
+  self->request(middleman(self), s.setup.join_timeout, caf::connect_atom::value, seed.host, seed.port)
       .then(
           [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             if (!ptr) return ask_next_seed(self, "no node at seed " + seed.to_string());
@@ -492,7 +493,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   s.data = open_data_plane(self);
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
-        self->spawn<caf::linked>(dimension_node, DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.token}));
+        self->spawn<caf::linked>(dimension_node,
+                                 DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.token}));
     s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
   *s.data_routes = s.dimension_nodes;
@@ -533,7 +535,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.grid_master_heard = s.last_report_tick = self->clock().now();
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
-        connect_directly(self, s.setup.token, s.setup.node_id, w.grid_master_node_id, s.grid_master, w.grid_master_address);
+        connect_directly(self, s.setup.token, s.setup.node_id, w.grid_master_node_id, s.grid_master,
+                         w.grid_master_address);
         if (rejoined && w.kept_place) {
           ++s.rejoins;
           const bool failover = w.epoch > previous_epoch;

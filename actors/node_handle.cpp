@@ -51,10 +51,7 @@ NodeStats NodeHandle::stats() const {
   NodeStats stats;
   self->request(node_, std::chrono::seconds(10), stats_atom::value)
       .receive([&](NodeStats& x) { stats = std::move(x); }, [](caf::error&) {});
-  if (gate_) {
-    const GateCounters& c = gate_->counters();
-    stats.gate = {c.accepted, c.not_handshake, c.wrong_protocol, c.bad_proof, c.timed_out, c.overflow};
-  }
+  if (gate_) stats.gate = gate_->counters().snapshot();
   return stats;
 }
 

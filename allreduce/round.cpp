@@ -70,7 +70,6 @@ void Round::reset(const RoundKey& key) {
   std::fill(own_only_in_send_.begin(), own_only_in_send_.end(), 0);
   std::fill(contributed_.begin(), contributed_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
-  received_ = 0;
   mean_order_.clear();
   started_ = deadline_passed_ = complete_ = finished_ = false;
   outbox_.clear();
@@ -189,7 +188,6 @@ void Round::reduce(std::uint32_t c, std::span<const float> last) {
     for (std::size_t t = 0; t < r.length; ++t) mean[t] = static_cast<float>((sum[t] + last[t]) / n);
   }
   counts_[c] = n;
-  ++received_;
   mean_order_.push_back(c);
   if (n < peers()) ++counters_.short_reductions;
   const std::uint32_t p = peers();
@@ -243,7 +241,6 @@ Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
     return {Verdict::late, {}};
   }
   counts_[chunk] = count;
-  ++received_;
   mean_order_.push_back(chunk);
   complete_if_quorum();
   return {Verdict::accepted, outbox_};
@@ -254,9 +251,9 @@ Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
 // completes before scatter(), so our contribution always goes out first.
 void Round::complete_if_quorum() {
   if (complete_ || !started_) return;
-  if (quorum_met(received_, complete_quorum_, partition_.chunk_count())) {
+  if (quorum_met(received_chunks(), complete_quorum_, partition_.chunk_count())) {
     complete_ = true;
-    counters_.missing_at_completion = partition_.chunk_count() - received_;
+    counters_.missing_at_completion = partition_.chunk_count() - received_chunks();
   }
 }
 
@@ -282,7 +279,7 @@ std::span<const Send> Round::finish() {
   }
   if (!complete_) {
     complete_ = true;
-    counters_.missing_at_completion = partition_.chunk_count() - received_;
+    counters_.missing_at_completion = partition_.chunk_count() - received_chunks();
   }
   return outbox_;
 }

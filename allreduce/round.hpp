@@ -137,7 +137,7 @@ class Round {
   // so that slice gets no update.
   // REQUIRES: c < partition().chunk_count()
   std::uint32_t count(std::uint32_t c) const { return counts_[c]; }
-  std::uint32_t received_chunks() const { return received_; }
+  std::uint32_t received_chunks() const { return static_cast<std::uint32_t>(mean_order_.size()); }
   // The chunks that have a mean, in the order their means came (ours, reduced, and others', received), so that a
   // caller can apply each chunk's update as soon as its mean is here, while the data is still in the cache, rather
   // than in one pass over the whole model at completion. It grows after completion too: our own block's chunks
@@ -187,7 +187,6 @@ class Round {
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
   std::vector<float> result_;                 // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
-  std::uint32_t received_ = 0;                // chunks with count > 0
   std::vector<std::uint32_t> mean_order_;     // the chunks with count > 0, in arrival order (capacity C, kept)
 
   bool started_ = false;

@@ -62,7 +62,8 @@ void ParameterStore::fetch(std::span<float> out) const {
 }
 
 std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
-  const auto it = std::partition_point(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.offset < end; });
+  const auto it =
+      std::partition_point(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.offset < end; });
   return static_cast<std::size_t>(it - tensors_.begin());
 }
 

@@ -93,10 +93,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   first.config = config;
   first.node_id = 1;
   first.store = make_store(1000, 1.0f);
-  auto started = actors::start_node(a, first);
-  REQUIRE(started.ok());
-  actors::NodeHandle node = started.value();
-  REQUIRE(node.wait_joined().result == actors::JoinResult::welcomed);
+  actors::NodeHandle node = start_welcomed(a, first);
   const actors::GateCounters& counts = *node.gate_counters();
   const std::uint16_t port = node.port();
 
@@ -170,15 +167,13 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     second.node_id = 2;
     second.store = make_store(1000, 3.0f);
     second.seeds = {config::Endpoint{"127.0.0.1", port}};
-    auto joined = actors::start_node(b, second);
-    REQUIRE(joined.ok());
-    REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);
+    auto joined = start_welcomed(b, second);
     // With α = 1 both hold the mean after the first round.
     const auto mean = read(*make_store(1000, 2.0f));
     CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
     CHECK(counts.accepted >= 1);
-    joined.value().stop();
-    joined.value().wait();
+    joined.stop();
+    joined.wait();
   }
 
   node.stop();

@@ -23,14 +23,6 @@ namespace {
 
 std::size_t members_listed(DeterministicCluster& cluster) { return cluster.status().nodes.size(); }
 
-// Starts a node in `system` with `options` and waits until it is welcomed (it bootstraps when it has no seeds).
-actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options) {
-  auto node = actors::start_node(system, options);
-  REQUIRE(node.ok());
-  CHECK(node.value().wait_joined().result == actors::JoinResult::welcomed);
-  return node.value();
-}
-
 }  // namespace
 
 TEST_CASE("a node with a different model is rejected with a reason, and ends") {

@@ -54,6 +54,13 @@ TokenFile::TokenFile(const std::string& token) {
 
 TokenFile::~TokenFile() { std::filesystem::remove_all(dir); }
 
+actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options) {
+  auto node = actors::start_node(system, options);
+  REQUIRE(node.ok());
+  REQUIRE(node.value().wait_joined().result == actors::JoinResult::welcomed);
+  return node.value();
+}
+
 std::string token_in(const std::string& path) {
   auto token = actors::read_token(path);
   REQUIRE(token.ok());

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/node_handle.hpp"
 #include "config/config.hpp"
 #include "learner/parameter_store.hpp"
 
@@ -35,5 +36,8 @@ struct TokenFile {
 
 // The token `path` holds, read as start_node reads cluster.token_file ("" : none).
 std::string token_in(const std::string& path);
+
+// Starts a node in `system` with `options` and requires that it is welcomed (it bootstraps when it has no seeds).
+actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options);
 
 }  // namespace gridtrain::testing
