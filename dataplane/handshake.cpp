@@ -35,7 +35,7 @@ std::array<std::byte, N> get_bytes(std::span<const std::byte> in, std::size_t at
 
 Result<Refusal> refusal_at(std::span<const std::byte> in, std::size_t at, const char* what) {
   const auto code = wire::get<std::uint32_t>(in, at);
-  if (code > static_cast<std::uint32_t>(Refusal::bad_proof))
+  if (code > static_cast<std::uint32_t>(Refusal::tls_mismatch))
     return Error{.message = std::string(what) + " with unknown refusal code " + std::to_string(code)};
   return static_cast<Refusal>(code);
 }
@@ -58,6 +58,7 @@ std::string to_string(Refusal refusal) {
     case Refusal::protocol: return "another protocol or protocol version";
     case Refusal::unknown_node: return "no such node in that process";
     case Refusal::bad_proof: return "wrong cluster token";
+    case Refusal::tls_mismatch: return "one side uses TLS (cluster.tls_certificate) and the other does not";
   }
   return "unknown refusal";
 }

@@ -29,6 +29,10 @@ namespace gridtrain::dataplane {
 
 inline constexpr std::uint32_t kDataProtocol = 1;
 inline constexpr std::uint32_t kControlProtocol = 0x1001;  // the gate in front of CAF's port
+// Set in a Hello's protocol when the dialer will start TLS (dataplane/tls.hpp) once the handshake is through. Each
+// side enforces its own setting: an acceptor with TLS refuses a dialer without (and the reverse) as tls_mismatch,
+// so a dialer learns which setting differs, and no one can be talked out of TLS.
+inline constexpr std::uint32_t kTlsFlag = 0x8000'0000u;
 
 // Which connection a handshake opens: it is in every MAC.
 enum class Channel : std::uint8_t { data, control };
@@ -43,6 +47,7 @@ enum class Refusal : std::uint32_t {
   protocol = 1,      // another protocol (the other channel) or protocol version
   unknown_node = 2,  // the node asked for does not live in this process (any more)
   bad_proof = 3,     // the dialer's MAC is wrong: it does not hold the cluster token
+  tls_mismatch = 4,  // one side runs TLS after the handshake and the other does not
 };
 std::string to_string(Refusal refusal);
 

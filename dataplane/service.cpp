@@ -15,6 +15,8 @@
 #include <map>
 #include <set>
 
+#include "dataplane/tls.hpp"
+
 namespace gridtrain::dataplane {
 
 namespace {
@@ -69,7 +71,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   bool wanted(std::uint64_t peer) const;
   void update_links();
   void resume_waiting(std::uint32_t dim);
-  void attach_inbound(std::uint64_t peer, tcp::socket socket);
+  void attach_inbound(std::uint64_t peer, tcp::socket socket, std::unique_ptr<TlsSession> tls);
   void deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload);
   void close();
   LineRunner* runner(std::uint32_t dim) { return dim < kMaxLineDims ? runners[dim].get() : nullptr; }
@@ -98,6 +100,8 @@ struct Service::Impl {
   // Handshakes under way (the service's thread only). Shared with them: a handshake still pending when the service
   // ends is destroyed with the io_context, after this Impl.
   std::shared_ptr<std::size_t> pending_handshakes = std::make_shared<std::size_t>(0);
+  // (node, peer) pairs whose TLS refusal was logged (the service's thread only).
+  std::set<std::pair<std::uint64_t, std::uint64_t>> tls_refusals_logged;
 
   explicit Impl(Service& s) : service(s) {}
   std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
@@ -133,11 +137,16 @@ struct Link : std::enable_shared_from_this<Link> {
   void retire(SlotTag tag);
   void dial();
   void start_handshake_as_dialer(tcp::socket s);
-  void open_with(tcp::socket s);
+  // The connection is through its handshakes: frames flow on it, through `tls` when the service runs TLS.
+  void open_with(tcp::socket s, std::unique_ptr<TlsSession> tls);
   void fail(const std::string& why);
   void close();
   void pump_write();
   void pump_read();
+  // One non-blocking write (gathered) or read on the socket, through TLS when the link runs it: bytes moved, or
+  // what to wait for, or failed with the reason in io_error.
+  TlsIo send_some(const iovec* iov, std::size_t n);
+  TlsIo receive_some(std::byte* to, std::size_t want);
   // Waits until the socket is ready for `what`, with `armed` set meanwhile, then calls `go_on`; a link reset in
   // between (its generation moved on) is left alone.
   void await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go_on)());
@@ -149,6 +158,8 @@ struct Link : std::enable_shared_from_this<Link> {
   bool local;
   State state = State::waiting;
   std::optional<tcp::socket> socket;
+  std::unique_ptr<TlsSession> tls;  // with the socket, when the service runs TLS
+  std::string io_error;
   std::deque<OutFrame> queue;
   bool write_armed = false;
   bool read_armed = false;
@@ -229,6 +240,7 @@ void Link::close() {
     socket->close(ignored);
     socket.reset();
   }
+  tls.reset();
 }
 
 void Link::fail(const std::string& why) {
@@ -240,6 +252,7 @@ void Link::fail(const std::string& why) {
     socket->close(ignored);
     socket.reset();
   }
+  tls.reset();
   // A frame half written or half read is lost with the stream; the rest wait for the next connection.
   if (!queue.empty() && queue.front().sent > 0) {
     ++counters(queue.front().tag.dim).frames_unsent;
@@ -294,7 +307,8 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
     timer.async_wait([self = shared_from_this()](std::error_code e) {
       if (!e) self->socket.close();
     });
-    Hello hello{kDataProtocol, link->endpoint.setup.node_id, link->peer, 0, make_nonce()};
+    const std::uint32_t protocol = kDataProtocol | (tls_context() ? kTlsFlag : 0u);
+    Hello hello{protocol, link->endpoint.setup.node_id, link->peer, 0, make_nonce()};
     nonce = hello.nonce;
     encode(hello, std::span<std::byte, kHelloBytes>(hello_bytes));
     asio::async_write(socket, asio::buffer(hello_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
@@ -308,7 +322,10 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
     if (e) return done("no challenge: " + e.message());
     auto challenge = decode_challenge(challenge_bytes);
     if (!challenge) return done(challenge.error().message);
-    if (challenge.value().refusal != Refusal::none) return done("refused: " + to_string(challenge.value().refusal));
+    if (challenge.value().refusal != Refusal::none) {
+      if (challenge.value().refusal == Refusal::tls_mismatch) ++link->endpoint.refused;
+      return done("refused: " + to_string(challenge.value().refusal));
+    }
     const auto& setup = link->endpoint.setup;
     if (!equal_macs(challenge.value().mac, acceptor_mac(setup.mac, nonce, setup.node_id, link->peer))) {
       ++link->endpoint.refused;
@@ -331,8 +348,26 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
       ++link->endpoint.refused;
       return done("refused: " + to_string(verdict.value().refusal));
     }
-    timer.cancel();
-    link->open_with(std::move(socket));
+    if (!tls_context()) {
+      timer.cancel();
+      return link->open_with(std::move(socket), nullptr);
+    }
+    std::error_code ignored;
+    socket.non_blocking(true, ignored);
+    session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::dialer);
+    async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
+      if (!ok) {
+        ++self->link->endpoint.refused;
+        const std::string& why = self->session->error();
+        return self->done("TLS: " + (why.empty() ? std::string("timed out") : why));
+      }
+      self->timer.cancel();
+      self->link->open_with(std::move(self->socket), std::move(self->session));
+    });
+  }
+
+  const std::shared_ptr<const TlsContext>& tls_context() const {
+    return link->endpoint.service.service.options().tls;
   }
 
   void done(const std::string& why) {
@@ -343,6 +378,7 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
   std::shared_ptr<Link> link;
   tcp::socket socket;
   asio::steady_timer timer;
+  std::unique_ptr<TlsSession> session;
   Nonce nonce{};
   std::array<std::byte, kHelloBytes> hello_bytes{};
   std::array<std::byte, kChallengeBytes> challenge_bytes{};
@@ -355,7 +391,7 @@ void Link::start_handshake_as_dialer(tcp::socket s) {
   std::make_shared<DialerHandshake>(shared_from_this(), std::move(s))->run();
 }
 
-void Link::open_with(tcp::socket s) {
+void Link::open_with(tcp::socket s, std::unique_ptr<TlsSession> session) {
   if (socket) {
     std::error_code ignored;
     socket->close(ignored);
@@ -363,6 +399,7 @@ void Link::open_with(tcp::socket s) {
   ++generation;
   tune(s, endpoint.service.service.options().socket_buffer_bytes);
   socket.emplace(std::move(s));
+  tls = std::move(session);
   state = State::open;
   backoff = kFirstRedial;
   // A frame half written on an older connection cannot be finished on this one.
@@ -380,7 +417,6 @@ void Link::open_with(tcp::socket s) {
 
 void Link::pump_write() {
   if (state != State::open || write_armed) return;
-  const int fd = socket->native_handle();
   std::size_t burst = 0;
   while (!queue.empty() && burst < kBurstBytes) {
     // Gather as many frames as one call may take, straight from their buffers.
@@ -397,18 +433,13 @@ void Link::pump_write() {
       if (skip < it->payload.size())
         iov[n++] = {const_cast<std::byte*>(it->payload.data()) + skip, it->payload.size() - skip};
     }
-    msghdr msg{};
-    msg.msg_iov = iov.data();
-    msg.msg_iovlen = n;
-    const ssize_t wrote = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (wrote < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return await(tcp::socket::wait_write, &Link::write_armed, &Link::pump_write);
-      return fail(std::strerror(errno));
-    }
-    burst += static_cast<std::size_t>(wrote);
-    std::size_t left = static_cast<std::size_t>(wrote);
+    const TlsIo wrote = send_some(iov.data(), n);
+    if (wrote.failed) return fail(io_error);
+    if (wrote.bytes == 0)
+      return await(wrote.want == TlsWant::read ? tcp::socket::wait_read : tcp::socket::wait_write, &Link::write_armed,
+                   &Link::pump_write);
+    burst += wrote.bytes;
+    std::size_t left = wrote.bytes;
     while (left > 0) {
       OutFrame& f = queue.front();
       const std::size_t take = std::min(left, f.size() - f.sent);
@@ -428,6 +459,56 @@ void Link::pump_write() {
     });
 }
 
+TlsIo Link::send_some(const iovec* iov, std::size_t n) {
+  if (!tls) {
+    msghdr msg{};
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = n;
+    for (;;) {
+      const ssize_t wrote = ::sendmsg(socket->native_handle(), &msg, MSG_NOSIGNAL);
+      if (wrote >= 0) return {.bytes = static_cast<std::size_t>(wrote)};
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {.want = TlsWant::write};
+      io_error = std::strerror(errno);
+      return {.failed = true};
+    }
+  }
+  // TLS takes one buffer at a time and encrypts it from where it lies, a record at a time. A call that would block
+  // is repeated later from the same byte on, as OpenSSL requires.
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto* from = static_cast<const std::byte*>(iov[i].iov_base);
+    for (std::size_t done = 0; done < iov[i].iov_len;) {
+      const TlsIo io = tls->write(from + done, iov[i].iov_len - done);
+      if (io.failed) io_error = tls->error();
+      if (io.bytes == 0) return total > 0 ? TlsIo{.bytes = total} : io;
+      done += io.bytes;
+      total += io.bytes;
+    }
+  }
+  return {.bytes = total};
+}
+
+TlsIo Link::receive_some(std::byte* to, std::size_t want) {
+  if (tls) {
+    const TlsIo io = tls->read(to, want);
+    if (io.failed) io_error = tls->error();
+    return io;
+  }
+  for (;;) {
+    const ssize_t got = ::recv(socket->native_handle(), to, want, 0);
+    if (got > 0) return {.bytes = static_cast<std::size_t>(got)};
+    if (got == 0) {
+      io_error = "the peer closed the connection";
+      return {.failed = true};
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return {.want = TlsWant::read};
+    io_error = std::strerror(errno);
+    return {.failed = true};
+  }
+}
+
 void Link::await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go_on)()) {
   this->*armed = true;
   socket->async_wait(what, [self = shared_from_this(), g = generation, armed, go_on](std::error_code e) {
@@ -440,7 +521,6 @@ void Link::await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go
 
 void Link::pump_read() {
   if (state != State::open || read_armed || paused) return;
-  const int fd = socket->native_handle();
   static thread_local std::array<std::byte, kDrainBytes> drain;
   std::size_t burst = 0;
   while (burst < kBurstBytes) {
@@ -464,17 +544,18 @@ void Link::pump_read() {
       want = total - payload_got;
       if (landing.kind == Landing::Kind::drain) want = std::min(want, drain.size());
     }
-    const ssize_t got = want == 0 ? 0 : ::recv(fd, to, want, 0);
-    if (want != 0 && got == 0) return fail("the peer closed the connection");
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return await(tcp::socket::wait_read, &Link::read_armed, &Link::pump_read);
-      return fail(std::strerror(errno));
+    std::size_t got = 0;
+    if (want != 0) {
+      const TlsIo io = receive_some(to, want);
+      if (io.failed) return fail(io_error);
+      if (io.bytes == 0)
+        return await(io.want == TlsWant::write ? tcp::socket::wait_write : tcp::socket::wait_read, &Link::read_armed,
+                     &Link::pump_read);
+      got = io.bytes;
     }
-    burst += static_cast<std::size_t>(got);
+    burst += got;
     if (!in_payload) {
-      in_header_got += static_cast<std::size_t>(got);
+      in_header_got += got;
       if (in_header_got < kFrameHeaderBytes) continue;
       auto header = decode_frame_header(in_header);
       if (!header) {
@@ -488,7 +569,7 @@ void Link::pump_read() {
       resume();
       return;  // resume() goes on reading, or leaves the link paused
     }
-    payload_got += static_cast<std::size_t>(got);
+    payload_got += got;
     if (payload_got < current.payload_bytes()) continue;
     in_payload = false;
     if (landing.kind == Landing::Kind::result || landing.kind == Landing::Kind::scratch) {
@@ -595,13 +676,13 @@ void EndpointState::resume_waiting(std::uint32_t dim) {
   }
 }
 
-void EndpointState::attach_inbound(std::uint64_t peer, tcp::socket socket) {
+void EndpointState::attach_inbound(std::uint64_t peer, tcp::socket socket, std::unique_ptr<TlsSession> tls) {
   auto it = links.find(peer);
   if (it == links.end()) {
     // A peer that dials before our line with it started: keep the connection; the line will want it.
     it = links.emplace(peer, std::make_shared<Link>(*this, peer, false)).first;
   }
-  it->second->open_with(std::move(socket));
+  it->second->open_with(std::move(socket), std::move(tls));
 }
 
 void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload) {
@@ -707,8 +788,11 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
     this->hello = hello.value();
     Challenge challenge;
     endpoint = service.endpoint(this->hello.to_node);
-    if (this->hello.protocol != kDataProtocol)
+    const bool dialer_tls = (this->hello.protocol & kTlsFlag) != 0;
+    if ((this->hello.protocol & ~kTlsFlag) != kDataProtocol)
       challenge.refusal = Refusal::protocol;
+    else if (dialer_tls != (tls_context() != nullptr))
+      challenge.refusal = Refusal::tls_mismatch;
     else if (!endpoint)
       challenge.refusal = Refusal::unknown_node;
     if (challenge.refusal == Refusal::none) {
@@ -740,11 +824,40 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
     encode(verdict, std::span<std::byte, kVerdictBytes>(verdict_bytes));
     asio::async_write(socket, asio::buffer(verdict_bytes),
                       [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
-                        self->timer.cancel();
                         if (e || !ok || self->endpoint->closed) return self->end();
-                        self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket));
+                        if (!self->tls_context()) {
+                          self->timer.cancel();
+                          return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), nullptr);
+                        }
+                        self->start_tls();
                       });
   }
+
+  void start_tls() {
+    std::error_code ignored;
+    socket.non_blocking(true, ignored);
+    session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::acceptor);
+    async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
+      if (ok && !self->endpoint->closed) {
+        self->timer.cancel();
+        return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), std::move(self->session));
+      }
+      if (!ok) {
+        ++self->endpoint->refused;
+        // Once per pair of nodes: a peer that keeps redialing with a bad certificate logs one line, not one a try.
+        auto& logged = self->service.tls_refusals_logged;
+        if (logged.size() < 1024 && logged.emplace(self->hello.to_node, self->hello.from_node).second) {
+          const std::string& why = self->session->error();
+          spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: TLS: {} (said once per "
+                       "peer)",
+                       self->hello.to_node, self->hello.from_node, why.empty() ? std::string("timed out") : why);
+        }
+      }
+      self->end();
+    });
+  }
+
+  const std::shared_ptr<const TlsContext>& tls_context() const { return service.service.options().tls; }
 
   void end() {
     timer.cancel();
@@ -755,6 +868,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   Service::Impl& service;
   tcp::socket socket;
   asio::steady_timer timer;
+  std::unique_ptr<TlsSession> session;
   std::shared_ptr<std::size_t> pending;
   Hello hello;
   Nonce nonce{};

@@ -37,6 +37,7 @@
 #include "base/result.hpp"
 #include "dataplane/handshake.hpp"
 #include "dataplane/line_runner.hpp"
+#include "dataplane/tls.hpp"
 
 namespace gridtrain::dataplane {
 
@@ -49,6 +50,9 @@ struct ServiceOptions {
   bool listen = true;               // false: in-process peers only (deterministic tests)
   bool own_thread = true;           // false: the owner runs it with poll_one() (deterministic tests)
   int socket_buffer_bytes = 0;      // SO_SNDBUF and SO_RCVBUF of every data connection; 0: the kernel's autotuning
+  // TLS on every data connection after its token handshake (dataplane/tls.hpp); nullptr: plaintext. Peers must
+  // agree: a dialer of the other kind is refused as Refusal::tls_mismatch.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 struct EndpointSetup {

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libcaf-dev libyaml-cpp-dev libasio-dev doctest-dev libopenblas-dev libspdlog-dev libcli11-dev
-  prometheus-cpp-dev zlib1g-dev nlohmann-json3-dev
+  prometheus-cpp-dev zlib1g-dev nlohmann-json3-dev libssl-dev openssl
   libgloo-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist gnuplot-nox
 )

@@ -12,6 +12,7 @@
 #include "allreduce/elastic_update.hpp"
 #include "dataplane/service.hpp"
 #include "tests/dataplane/keyed_mac.hpp"
+#include "tests/tls_certificates.hpp"
 
 using namespace gridtrain;
 using namespace gridtrain::dataplane;
@@ -68,8 +69,8 @@ allreduce::RoundConfig exact() {
   return c;
 }
 
-std::shared_ptr<Service> service() {
-  auto s = Service::start({});
+std::shared_ptr<Service> service(std::shared_ptr<const TlsContext> tls = nullptr) {
+  auto s = Service::start({.tls = std::move(tls)});
   REQUIRE(s.ok());
   return s.value();
 }
@@ -183,4 +184,85 @@ TEST_CASE("a line of nodes in one process runs its rounds through memory") {
   }
   CHECK(n1.read() == n3.read());
   CHECK(n2.read()[1] == 11.0f);
+}
+
+TEST_CASE("TlsContext::load says which file is wrong and why") {
+  testing::TestCertificates ours({"a", "b"}), theirs({"x"});
+  auto refused = [](const TlsFiles& files) {
+    auto loaded = TlsContext::load(files);
+    REQUIRE_FALSE(loaded.ok());
+    return loaded.error();
+  };
+  TlsFiles files = ours.files("a");
+  files.certificate = ours.path("missing.pem");
+  CHECK(refused(files).key == "cluster.tls_certificate");
+  CHECK(refused(files).message == "cannot read the certificate file");
+
+  files = ours.files("a");
+  files.certificate = files.key;  // a key where the certificate belongs
+  CHECK(refused(files).key == "cluster.tls_certificate");
+  CHECK(refused(files).message.find("not a PEM certificate") == 0);
+
+  files = ours.files("a");
+  files.key = ours.path("b.key");  // another node's key
+  CHECK(refused(files).key == "cluster.tls_key");
+  CHECK(refused(files).message.find("the key does not belong to the certificate") == 0);
+
+  files = ours.files("a");
+  files.ca = theirs.path("ca.pem");  // a CA that did not sign our certificate
+  const Error e = refused(files);
+  CHECK(e.key == "cluster.tls_certificate");
+  CHECK(e.source == files.certificate);
+  CHECK(e.message.find("does not pass the check against cluster.tls_ca") != std::string::npos);
+
+  CHECK(ours.context("a")->subject() == "CN=a");
+}
+
+TEST_CASE("with TLS on both sides, two processes' data planes run rounds to the exact mean") {
+  testing::TestCertificates certs({"a", "b"});
+  auto a = service(certs.context("a")), b = service(certs.context("b"));
+  Node n1(*a, 1, 300000, 0.0f), n2(*b, 2, 300000, 10.0f);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  for (std::uint64_t r = 1; r <= 5; ++r) {
+    n1.endpoint->start_round(key(3, r));
+    n2.endpoint->start_round(key(3, r));
+    REQUIRE(n1.wait_done(r));
+    REQUIRE(n2.wait_done(r));
+  }
+  const auto m1 = n1.read(), m2 = n2.read();
+  CHECK(m1 == m2);
+  for (std::size_t j = 0; j < m1.size(); j += 997) CHECK(m1[j] == 5.0f + static_cast<float>(j % 1000));
+  CHECK(n1.endpoint->counters(0).bytes_received == 5 * 300000 * sizeof(float));
+  CHECK(n1.endpoint->links_refused() + n2.endpoint->links_refused() == 0);
+}
+
+TEST_CASE("a peer whose certificate another CA signed is refused, and no round runs with it") {
+  testing::TestCertificates ours({"a"}), theirs({"x"});
+  auto a = service(ours.context("a")), b = service(theirs.context("x"));
+  Node n1(*a, 1, 1000, 0.0f), n2(*b, 2, 1000, 10.0f);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  n1.endpoint->start_round(key(3, 1));
+  n2.endpoint->start_round(key(3, 1));
+  CHECK_FALSE(n1.wait_done(1, 2s));
+  CHECK(n1.endpoint->links_refused() > 0);
+  CHECK(n2.endpoint->links_refused() > 0);
+  CHECK(n1.read()[0] == 0.0f);
+  CHECK(n2.read()[0] == 10.0f);
+}
+
+TEST_CASE("a peer without TLS is refused by a peer with TLS, both ways round") {
+  testing::TestCertificates certs({"a"});
+  for (const bool dialer_has_tls : {true, false}) {
+    CAPTURE(dialer_has_tls);
+    // Node 1 dials node 2 (the lower id dials).
+    auto a = service(dialer_has_tls ? certs.context("a") : nullptr);
+    auto b = service(dialer_has_tls ? nullptr : certs.context("a"));
+    Node n1(*a, 1, 1000, 0.0f), n2(*b, 2, 1000, 10.0f);
+    start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+    n1.endpoint->start_round(key(3, 1));
+    n2.endpoint->start_round(key(3, 1));
+    CHECK_FALSE(n1.wait_done(1, 1s));
+    CHECK(n1.endpoint->links_refused() > 0);
+    CHECK(n2.read()[0] == 10.0f);
+  }
 }
