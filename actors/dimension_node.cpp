@@ -136,7 +136,7 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         s.setup.data->start_line(line_spec(s, line), std::move(data_addresses));
         // The LineMaster's StartRounds and our RoundDones go over CAF: a direct route, not a relay.
         for (const auto& peer : line.peers)
-          connect_directly(self, s.setup.token, s.setup.node_id, peer.node_id, peer.dimension_node, peer.address);
+          connect_directly(self, s.setup.credentials, s.setup.node_id, peer.node_id, peer.dimension_node, peer.address);
       },
       [self](const StartRound& m) {
         auto& s = self->state;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/credentials.hpp"
 #include "actors/messages.hpp"
 #include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
@@ -28,7 +29,7 @@ struct DimensionNodeSetup {
   std::uint64_t node_id = 0;
   std::shared_ptr<learner::ParameterStore> store;
   std::shared_ptr<dataplane::Endpoint> data;  // the node's data plane
-  std::string token;  // the cluster token, for the gates of the peers it dials
+  Credentials credentials;  // for the gates of the peers it dials
 };
 
 struct DimensionNodeState {

@@ -11,13 +11,13 @@
 
 namespace gridtrain::actors {
 
-void connect_directly(caf::event_based_actor* self, const std::string& token, std::uint64_t our_id,
+void connect_directly(caf::event_based_actor* self, const Credentials& credentials, std::uint64_t our_id,
                       std::uint64_t peer_id, const caf::actor& peer, const std::string& address) {
   if (our_id >= peer_id || !peer || peer.node() == self->node()) return;
   auto endpoint = config::parse_endpoint(address);
   if (!endpoint.ok() || endpoint.value().port == 0) return;  // "local:..." : a node that does not listen
   const config::Endpoint to = endpoint.value();
-  auto middleman = gate_middleman(self->system(), token);
+  auto middleman = gate_middleman(self->system(), credentials);
   // The middleman answers an empty host for a node it reaches only through another.
   self->request(middleman, std::chrono::seconds(10), caf::get_atom::value, peer.node())
       .then(

@@ -16,13 +16,15 @@
 #include <cstdint>
 #include <string>
 
+#include "actors/credentials.hpp"
+
 namespace gridtrain::actors {
 
 // If `our_id` < `peer_id`, `peer` lives in another process and `address` is host:port: opens a direct
 // connection from this process to the node listening there, unless one exists. Asynchronous; a failure is
 // logged, and messages keep going by the indirect route.
-// The dial passes the peer's gate with the cluster `token` (actors/gate.hpp).
-void connect_directly(caf::event_based_actor* self, const std::string& token, std::uint64_t our_id,
+// The dial passes the peer's gate with `credentials` (actors/gate.hpp).
+void connect_directly(caf::event_based_actor* self, const Credentials& credentials, std::uint64_t our_id,
                       std::uint64_t peer_id, const caf::actor& peer, const std::string& address);
 
 // The GridMaster and each member check the route between them again every this many reports (4 s at the

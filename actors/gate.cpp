@@ -20,10 +20,13 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 
+#include "actors/tls_scribe.hpp"
 #include "actors/token_proof.hpp"
 #include "dataplane/handshake.hpp"
+#include "dataplane/tls.hpp"
 
 namespace gridtrain::actors {
 
@@ -38,6 +41,9 @@ using dataplane::MacFunction;
 using dataplane::Nonce;
 using dataplane::Proof;
 using dataplane::Refusal;
+using dataplane::TlsRole;
+using dataplane::TlsSession;
+using dataplane::TlsWant;
 using dataplane::Verdict;
 
 MacFunction mac_of(std::string token) {
@@ -52,6 +58,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   void run();
   void on_hello(std::error_code e);
   void on_proof(std::error_code e);
+  void start_tls();
   void end(std::atomic<std::uint64_t>* counter);
 
   Gate::Impl& gate;
@@ -60,6 +67,7 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   // Shared with the gate: a handshake still pending when the gate closes is destroyed with the io_context.
   std::shared_ptr<std::size_t> pending;
   bool ended = false;
+  std::unique_ptr<TlsSession> session;
   Hello hello;
   Nonce nonce{};
   std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
@@ -71,8 +79,12 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
 }  // namespace
 
 struct Gate::Impl {
-  Impl(caf::actor_system& system, std::string token, caf::actor published)
-      : system(system), mac(mac_of(std::move(token))), published(std::move(published)), acceptor(io) {}
+  Impl(caf::actor_system& system, Credentials credentials, caf::actor published)
+      : system(system),
+        mac(mac_of(credentials.token)),
+        tls(std::move(credentials.tls)),
+        published(std::move(published)),
+        acceptor(io) {}
 
   void accept() {
     acceptor.async_accept([this](std::error_code e, tcp::socket s) {
@@ -92,18 +104,20 @@ struct Gate::Impl {
 
   // Says once per peer address why the gate turned it away (a scan or a flood logs a line per address, not per
   // connection); the set is bounded, after which nothing more is logged.
-  void log_refusal(const std::string& peer, const char* why) {
+  void log_refusal(const std::string& peer, const std::string& why) {
     if (logged.size() >= 1024 || !logged.insert(peer).second) return;
     spdlog::warn("gate on port {}: refused a connection from {}: {} (said once per address)", port, peer, why);
   }
 
-  // A connection that passed: CAF's BASP broker takes it as its own acceptor's, for `published`.
-  void hand_to_caf(tcp::socket socket) {
+  // A connection that passed: CAF's BASP broker takes it as its own acceptor's, for `published`; through TLS
+  // when the gate runs it.
+  void hand_to_caf(tcp::socket socket, std::unique_ptr<TlsSession> session) {
     std::error_code e;
     const auto fd = socket.release(e);
     if (e) return;
     auto& mm = system.middleman();
-    caf::io::scribe_ptr scribe = mm.backend().new_scribe(fd);
+    caf::io::scribe_ptr scribe =
+        session ? make_tls_scribe(system, fd, std::move(session)) : mm.backend().new_scribe(fd);
     auto broker = mm.named_broker<caf::io::basp_broker>(caf::atom("BASP"));
     caf::anon_send(broker, caf::publish_atom::value, std::move(scribe), port,
                    caf::actor_cast<caf::strong_actor_ptr>(published), std::set<std::string>{});
@@ -112,6 +126,7 @@ struct Gate::Impl {
 
   caf::actor_system& system;
   MacFunction mac;
+  std::shared_ptr<const dataplane::TlsContext> tls;  // nullptr: no TLS
   caf::actor published;
   asio::io_context io;
   tcp::acceptor acceptor;
@@ -158,19 +173,27 @@ void Handshake::on_hello(std::error_code e) {
   }
   hello = decoded.value();
   Challenge challenge;
-  if (hello.protocol != dataplane::kControlProtocol) {
+  const bool dialer_tls = (hello.protocol & dataplane::kTlsFlag) != 0;
+  if ((hello.protocol & ~dataplane::kTlsFlag) != dataplane::kControlProtocol) {
     challenge.refusal = Refusal::protocol;
+  } else if (dialer_tls != (gate.tls != nullptr)) {
+    challenge.refusal = Refusal::tls_mismatch;
   } else {
     challenge.nonce = nonce = dataplane::make_nonce();
     challenge.mac = dataplane::acceptor_mac(gate.mac, hello.nonce, hello.from_node, hello.to_node, Channel::control);
   }
   dataplane::encode(challenge, std::span<std::byte, dataplane::kChallengeBytes>(challenge_bytes));
   const bool go_on = challenge.refusal == Refusal::none;
-  if (!go_on) gate.log_refusal(peer_of(socket), "another protocol (a data-plane dialer, or another version)");
+  if (challenge.refusal == Refusal::protocol)
+    gate.log_refusal(peer_of(socket), "another protocol (a data-plane dialer, or another version)");
+  if (challenge.refusal == Refusal::tls_mismatch)
+    gate.log_refusal(peer_of(socket), dialer_tls ? "it uses TLS and this node does not (cluster.tls_certificate)"
+                                                 : "it does not use TLS and this node does (cluster.tls_certificate)");
+  auto* refused = challenge.refusal == Refusal::tls_mismatch ? &gate.counters.tls_refused : &gate.counters.wrong_protocol;
   asio::async_write(socket, asio::buffer(challenge_bytes),
-                    [self = shared_from_this(), go_on](std::error_code e, std::size_t) {
+                    [self = shared_from_this(), go_on, refused](std::error_code e, std::size_t) {
                       if (e) return self->end(&self->gate.counters.timed_out);
-                      if (!go_on) return self->end(&self->gate.counters.wrong_protocol);
+                      if (!go_on) return self->end(refused);
                       asio::async_read(self->socket, asio::buffer(self->proof_bytes),
                                        [self](std::error_code e, std::size_t) { self->on_proof(e); });
                     });
@@ -190,10 +213,27 @@ void Handshake::on_proof(std::error_code e) {
                     [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
                       if (e) return self->end(&self->gate.counters.timed_out);
                       if (!ok) return self->end(&self->gate.counters.bad_proof);
+                      if (self->gate.tls) return self->start_tls();
                       self->timer.cancel();
                       self->ended = true;
-                      if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket));
+                      if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket), nullptr);
                     });
+}
+
+void Handshake::start_tls() {
+  std::error_code ignored;
+  socket.non_blocking(true, ignored);
+  session = std::make_unique<TlsSession>(*gate.tls, socket.native_handle(), TlsRole::acceptor);
+  dataplane::async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
+    if (!ok) {
+      if (self->ended) return;  // timed out
+      self->gate.log_refusal(peer_of(self->socket), "TLS: " + self->session->error());
+      return self->end(&self->gate.counters.tls_refused);
+    }
+    self->timer.cancel();
+    self->ended = true;
+    if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket), std::move(self->session));
+  });
 }
 
 void Handshake::end(std::atomic<std::uint64_t>* counter) {
@@ -292,14 +332,33 @@ caf::expected<int> connect_to(const std::string& host, std::uint16_t port, Clock
   return make_gate_error(GateRefusal::unreachable, "cannot connect to " + where + ": " + why);
 }
 
-// Dials host:port and passes its gate: the connected socket, ready for CAF's handshake, or why not.
-caf::expected<int> dial_through_gate(const std::string& host, std::uint16_t port, const MacFunction& mac) {
+// A connection through a gate, ready for CAF's handshake: its socket, and its TLS session when TLS is on.
+struct Passed {
+  int fd = -1;
+  std::unique_ptr<TlsSession> session;
+};
+
+// Runs TLS as the dialer on `fd` until it is established, failed, or `deadline` passed.
+caf::error run_tls(int fd, TlsSession& session, Clock::time_point deadline, const std::string& where) {
+  for (;;) {
+    const dataplane::TlsIo io = session.handshake();
+    if (io.failed) return make_gate_error(GateRefusal::tls, where + ": " + session.error());
+    if (io.want == TlsWant::nothing) return {};
+    if (!wait_for(fd, io.want == TlsWant::read ? POLLIN : POLLOUT, deadline))
+      return make_gate_error(GateRefusal::unreachable, where + ": the TLS handshake timed out");
+  }
+}
+
+// Dials host:port and passes its gate (and TLS, when `tls` is set), or says why not.
+caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t port, const MacFunction& mac,
+                                        const std::shared_ptr<const dataplane::TlsContext>& tls) {
   const auto deadline = Clock::now() + kGateHandshakeTimeout;
   const std::string where = host + ":" + std::to_string(port);
   auto connected = connect_to(host, port, deadline);
   if (!connected) return std::move(connected.error());
   Fd fd(*connected);
-  const Hello hello{dataplane::kControlProtocol, 0, 0, 0, dataplane::make_nonce()};
+  const std::uint32_t protocol = dataplane::kControlProtocol | (tls ? dataplane::kTlsFlag : 0u);
+  const Hello hello{protocol, 0, 0, 0, dataplane::make_nonce()};
   std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
   dataplane::encode(hello, std::span<std::byte, dataplane::kHelloBytes>(hello_bytes));
   std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
@@ -308,6 +367,10 @@ caf::expected<int> dial_through_gate(const std::string& host, std::uint16_t port
                                                             "node, or one of another version)");
   auto challenge = dataplane::decode_challenge(challenge_bytes);
   if (!challenge) return make_gate_error(GateRefusal::not_a_gate, where + ": " + challenge.error().message);
+  if (challenge.value().refusal == Refusal::tls_mismatch)
+    return make_gate_error(GateRefusal::tls, tls ? where + " does not use TLS, and this node does (cluster.tls_certificate)"
+                                                 : where + " uses TLS, and this node does not: set cluster.tls_certificate, "
+                                                           "tls_key and tls_ca");
   if (challenge.value().refusal != Refusal::none)
     return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(challenge.value().refusal));
   // A node that does not hold our token is not trusted with a byte of CAF's; our proof still goes out, so that its
@@ -329,15 +392,25 @@ caf::expected<int> dial_through_gate(const std::string& host, std::uint16_t port
     return make_gate_error(GateRefusal::wrong_token, where + " refused our cluster token");
   if (verdict.value().refusal != Refusal::none)
     return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(verdict.value().refusal));
-  return fd.release();
+  Passed passed;
+  if (tls) {
+    passed.session = std::make_unique<TlsSession>(*tls, fd.fd, TlsRole::dialer);
+    if (auto failed = run_tls(fd.fd, *passed.session, deadline, where)) return failed;
+  }
+  passed.fd = fd.release();
+  return passed;
 }
 
 // CAF's middleman actor, but its connections pass the gate of the node they dial before CAF's handshake, and it
 // opens no port (nodes listen through Gate::open).
 class GateMiddleman : public caf::io::middleman_actor_impl {
  public:
-  GateMiddleman(caf::actor_config& cfg, caf::actor broker, MacFunction mac, std::function<void()> on_end)
-      : middleman_actor_impl(cfg, std::move(broker)), mac_(std::move(mac)), on_end_(std::move(on_end)) {}
+  GateMiddleman(caf::actor_config& cfg, caf::actor broker, MacFunction mac,
+                std::shared_ptr<const dataplane::TlsContext> tls, std::function<void()> on_end)
+      : middleman_actor_impl(cfg, std::move(broker)),
+        mac_(std::move(mac)),
+        tls_(std::move(tls)),
+        on_end_(std::move(on_end)) {}
 
   const char* name() const override { return "gate_middleman"; }
 
@@ -354,9 +427,10 @@ class GateMiddleman : public caf::io::middleman_actor_impl {
 
  protected:
   caf::expected<caf::io::scribe_ptr> connect(const std::string& host, std::uint16_t port) override {
-    auto fd = dial_through_gate(host, port, mac_);
-    if (!fd) return std::move(fd.error());
-    return system().middleman().backend().new_scribe(*fd);
+    auto passed = dial_through_gate(host, port, mac_, tls_);
+    if (!passed) return std::move(passed.error());
+    if (passed->session) return make_tls_scribe(system(), passed->fd, std::move(passed->session));
+    return system().middleman().backend().new_scribe(passed->fd);
   }
 
   caf::expected<caf::io::doorman_ptr> open(std::uint16_t, const char*, bool) override {
@@ -365,13 +439,14 @@ class GateMiddleman : public caf::io::middleman_actor_impl {
 
  private:
   MacFunction mac_;
+  std::shared_ptr<const dataplane::TlsContext> tls_;
   std::function<void()> on_end_;
 };
 
 }  // namespace
 
 GateStats GateCounters::snapshot() const {
-  return {accepted, not_handshake, wrong_protocol, bad_proof, timed_out, overflow};
+  return {accepted, not_handshake, wrong_protocol, bad_proof, timed_out, overflow, tls_refused};
 }
 
 caf::error make_gate_error(GateRefusal refusal, std::string why) {
@@ -379,9 +454,9 @@ caf::error make_gate_error(GateRefusal refusal, std::string why) {
                     caf::make_message(std::move(why)));
 }
 
-bool is_wrong_token(const caf::error& e) {
-  return e.category() == kGateErrorCategory &&
-         e.code() == static_cast<std::uint8_t>(GateRefusal::wrong_token);
+bool is_refusal(const caf::error& e) {
+  return e.category() == kGateErrorCategory && (e.code() == static_cast<std::uint8_t>(GateRefusal::wrong_token) ||
+                                                e.code() == static_cast<std::uint8_t>(GateRefusal::tls));
 }
 
 std::string render_gate_error(std::uint8_t code, const caf::message& context) {
@@ -390,6 +465,7 @@ std::string render_gate_error(std::uint8_t code, const caf::message& context) {
     case GateRefusal::unreachable: return "unreachable: " + why;
     case GateRefusal::wrong_token: return "wrong cluster token: " + why;
     case GateRefusal::not_a_gate: return "not a gridtrain node's gate: " + why;
+    case GateRefusal::tls: return "TLS: " + why;
   }
   return "gate error " + std::to_string(code) + ": " + why;
 }
@@ -397,8 +473,8 @@ std::string render_gate_error(std::uint8_t code, const caf::message& context) {
 Gate::Gate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Gate>> Gate::open(caf::actor_system& system, const config::Endpoint& listen,
-                                         std::string token, caf::actor published) {
-  auto impl = std::make_unique<Impl>(system, std::move(token), std::move(published));
+                                         Credentials credentials, caf::actor published) {
+  auto impl = std::make_unique<Impl>(system, std::move(credentials), std::move(published));
   std::error_code e;
   const auto host = asio::ip::make_address(listen.host, e);
   if (e) return Error{.key = "cluster.listen", .message = "cannot listen on " + listen.host + ": not an IP address"};
@@ -429,21 +505,22 @@ Gate::~Gate() {
 std::uint16_t Gate::port() const { return impl_->port; }
 const GateCounters& Gate::counters() const { return impl_->counters; }
 
-caf::io::middleman_actor gate_middleman(caf::actor_system& system, const std::string& token) {
-  // Keyed by the system's address and the token: an entry leaves the map when its actor ends, before its actor
-  // system is gone, so a later system at the same address never finds a dead one.
+caf::io::middleman_actor gate_middleman(caf::actor_system& system, const Credentials& credentials) {
+  // Keyed by the system's address and the credentials: an entry leaves the map when its actor ends, before its
+  // actor system is gone, so a later system at the same address never finds a dead one.
+  using Key = std::tuple<const caf::actor_system*, std::string, const dataplane::TlsContext*>;
   static std::mutex lock;
-  static std::map<std::pair<const caf::actor_system*, std::string>, caf::io::middleman_actor> actors;
+  static std::map<Key, caf::io::middleman_actor> actors;
   std::lock_guard<std::mutex> hold(lock);
-  const auto key = std::make_pair(static_cast<const caf::actor_system*>(&system), token);
+  const Key key{&system, credentials.token, credentials.tls.get()};
   if (auto found = actors.find(key); found != actors.end()) return found->second;
   auto on_end = [key] {
     std::lock_guard<std::mutex> hold(lock);
     actors.erase(key);
   };
   auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
-  auto actor = system.spawn<GateMiddleman, caf::detached + caf::hidden>(std::move(broker), mac_of(token),
-                                                                         std::move(on_end));
+  auto actor = system.spawn<GateMiddleman, caf::detached + caf::hidden>(std::move(broker), mac_of(credentials.token),
+                                                                         credentials.tls, std::move(on_end));
   actors.emplace(key, actor);
   return actor;
 }

@@ -14,8 +14,13 @@
 // Without a token (cluster.token_file ""), the handshake still proves that both sides speak it (the MAC is keyed
 // with the empty token): random bytes stop at the gate, but anyone who runs gridnode may join, as before.
 //
-//   auto gate = Gate::open(system, config.cluster.listen, token, node_actor);   // listens
-//   request(gate_middleman(system, token), timeout, caf::connect_atom::value, host, port)  // dials
+// With TLS (cluster.tls_*), both sides run TLS (dataplane/tls.hpp) once the token handshake is through, and CAF
+// gets the connection as a TLS scribe (actors/tls_scribe.hpp): every byte of BASP is encrypted, and a peer whose
+// certificate the cluster CA did not sign never reaches CAF. A dialer refused for its certificate, or for using TLS
+// where the gate does not (or the reverse), gets a gate error that says which.
+//
+//   auto gate = Gate::open(system, config.cluster.listen, credentials, node_actor);   // listens
+//   request(gate_middleman(system, credentials), timeout, caf::connect_atom::value, host, port)  // dials
 
 #include <caf/actor.hpp>
 #include <caf/atom.hpp>
@@ -29,6 +34,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/credentials.hpp"
 #include "actors/reports.hpp"
 #include "base/result.hpp"
 #include "config/endpoint.hpp"
@@ -43,6 +49,7 @@ struct GateCounters {
   std::atomic<std::uint64_t> bad_proof{0};       // the dialer does not hold the cluster token
   std::atomic<std::uint64_t> timed_out{0};       // closed before the handshake was through, or too slow
   std::atomic<std::uint64_t> overflow{0};        // closed at once: too many handshakes were under way
+  std::atomic<std::uint64_t> tls_refused{0};     // TLS on one side only, or a certificate that fails the check
 
   GateStats snapshot() const;  // the counts now, as NodeStats carries them
 };
@@ -54,10 +61,11 @@ inline constexpr std::size_t kGateMaxPending = 64;
 
 class Gate {
  public:
-  // Listens on `listen` (port 0: a free one) and hands each connection that proves `token` to CAF, as a
-  // connection to `published`. The error names the address when it cannot listen.
+  // Listens on `listen` (port 0: a free one) and hands each connection that proves the token (and passes TLS,
+  // when `credentials` hold a TLS identity) to CAF, as a connection to `published`. The error names the address
+  // when it cannot listen.
   static Result<std::unique_ptr<Gate>> open(caf::actor_system& system, const config::Endpoint& listen,
-                                            std::string token, caf::actor published);
+                                            Credentials credentials, caf::actor published);
   ~Gate();  // stops accepting; connections already handed to CAF stay
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
@@ -78,18 +86,20 @@ enum class GateRefusal : std::uint8_t {
   unreachable = 1,  // no connection, or it ended before the handshake was through
   wrong_token = 2,  // the node does not hold our cluster token (it refused our proof, or its own proof is wrong)
   not_a_gate = 3,   // what answered does not speak the handshake, or speaks another protocol
+  tls = 4,          // TLS on one side only, or one side's certificate does not pass the other's check
 };
 inline constexpr caf::atom_value kGateErrorCategory = caf::atom("gate");
 caf::error make_gate_error(GateRefusal refusal, std::string why);
-// Whether `e` says that the node dialed does not hold our token.
-bool is_wrong_token(const caf::error& e);
+// Whether `e` says that the node dialed is of another cluster: it does not hold our token, or TLS refused it or us.
+// Another seed of the same cluster would answer the same.
+bool is_refusal(const caf::error& e);
 // "wrong cluster token: ..." and the like, for SystemConfig's renderer.
 std::string render_gate_error(std::uint8_t code, const caf::message& context);
 
-// The middleman actor through which this actor system's nodes of a cluster with `token` dial: its connect
+// The middleman actor through which this actor system's nodes with `credentials` dial: its connect
 // (caf::connect_atom, host, port) passes the gate of the node it dials before CAF's own handshake; everything else
-// it answers as CAF's middleman actor does. One per actor system and token, spawned at first use; it ends with the
-// actor system's middleman. A gate that refuses us fails the request with a gate_error (actors/gate_error.hpp).
-caf::io::middleman_actor gate_middleman(caf::actor_system& system, const std::string& token);
+// it answers as CAF's middleman actor does. One per actor system and credentials, spawned at first use; it ends
+// with the actor system's middleman. A gate that refuses us fails the request with a gate error (make_gate_error).
+caf::io::middleman_actor gate_middleman(caf::actor_system& system, const Credentials& credentials);
 
 }  // namespace gridtrain::actors

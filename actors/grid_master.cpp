@@ -23,7 +23,7 @@ Status admit(const GridMasterState& s, const Join& join) {
   if (join.protocol != protocol_version)
     return refuse("protocol version " + std::to_string(join.protocol) + " differs from the cluster's " +
                   std::to_string(protocol_version));
-  if (!token_proof_matches(s.setup.token, join.node_id, join.token_proof)) return refuse("bad cluster token proof");
+  if (!token_proof_matches(s.setup.credentials.token, join.node_id, join.token_proof)) return refuse("bad cluster token proof");
   if (join.model_signature != s.setup.model_signature || join.model_floats != s.setup.model_floats)
     return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} "
                               "with {}",
@@ -300,7 +300,7 @@ void admit_join(Self self, const Join& join) {
   if (auto m = s.members.find(join.node_id);
       m != s.members.end() && join.lines_kept && join.epoch == s.epoch && join.node == m->second.node) {
     // Its Join came through a seed if it lost its direct connection to us (see below).
-    connect_directly(self, s.setup.token, s.setup.node_id, join.node_id, join.node, join.address);
+    connect_directly(self, s.setup.credentials, s.setup.node_id, join.node_id, join.node, join.address);
     m->second.heard = self->clock().now();
     self->send(join.node, welcome_for(self, join.node_id, true));
     return;
@@ -321,7 +321,7 @@ void admit_join(Self self, const Join& join) {
   // not reliably reported (a killed member stayed in the grid for 20 s in CI). Of the two, the lower id dials;
   // the node does its half on the Welcome. (The bootstrapping node's GridMaster was every joiner's seed; a
   // successor is not.)
-  connect_directly(self, s.setup.token, s.setup.node_id, join.node_id, join.node, join.address);
+  connect_directly(self, s.setup.credentials, s.setup.node_id, join.node_id, join.node, join.address);
   const grid::LayoutDelta delta = s.layout.add(join.node_id);
   // The lines first, then the welcome: whoever hears of the welcome finds the lines already told.
   std::uint64_t messages = changed(self, delta);
@@ -541,7 +541,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         mark_due(self, report.node_id, m->second);  // if it has not had this generation's
         // The node checks its half on its reports' timer: see send_reports() in node.cpp.
         if (++m->second.reports % kRouteCheckEvery == 0)
-          connect_directly(self, s.setup.token, s.setup.node_id, report.node_id, m->second.node, m->second.address);
+          connect_directly(self, s.setup.credentials, s.setup.node_id, report.node_id, m->second.node, m->second.address);
         m->second.report = std::move(report);
         m->second.heard = self->clock().now();
         confirm_if_acked(self);

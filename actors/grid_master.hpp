@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/credentials.hpp"
 #include "actors/messages.hpp"
 #include "config/config.hpp"
 #include "grid/layout.hpp"
@@ -38,7 +39,7 @@ namespace gridtrain::actors {
 
 struct GridMasterSetup {
   config::Config config;  // the cluster's config: the grid's shape and every line's settings come from it
-  std::string token;      // the cluster token; "" = none
+  Credentials credentials;  // the cluster token (join proofs) and TLS identity (dials)
   std::uint64_t model_signature = 0;
   std::uint64_t model_floats = 0;
   std::string address;  // advertised host:port of the node hosting the GridMaster

@@ -33,13 +33,13 @@ namespace {
 using Self = caf::stateful_actor<NodeState>*;
 
 // Every dial of this node passes the peer's gate with its token (actors/gate.hpp).
-caf::io::middleman_actor middleman(Self self) { return gate_middleman(self->system(), self->state.setup.token); }
+caf::io::middleman_actor middleman(Self self) { return gate_middleman(self->system(), self->state.setup.credentials); }
 
 void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
   self->send(to, Join{s.setup.node_id, s.address, s.setup.data_plane->address(), s.setup.store->signature(),
                       s.setup.store->size(), protocol_version,
-                      token_proof(s.setup.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
+                      token_proof(s.setup.credentials.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
                       s.dimension_nodes, s.line_masters, s.epoch, vote,
                       s.phase == NodePhase::rejoining && s.lines_kept});
 }
@@ -206,7 +206,7 @@ caf::actor spawn_grid_master(Self self, GridMasterSetup setup) {
 // The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's.
 GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::optional<GridState> takeover) {
   auto& s = self->state;
-  GridMasterSetup setup{config, s.setup.token, s.setup.store->signature(), s.setup.store->size(), s.address,
+  GridMasterSetup setup{config, s.setup.credentials, s.setup.store->signature(), s.setup.store->size(), s.address,
                         s.setup.node_id, std::move(takeover)};
   setup.silence_limit = silence_limit(config);
   return setup;
@@ -436,7 +436,7 @@ void send_reports(Self self, std::uint64_t generation) {
   // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
   // not report a death. Checked again every few seconds; connect_directly() says which side dials.
   if (++s.reports_sent % kRouteCheckEvery == 0 && s.grid_master)
-    connect_directly(self, s.setup.token, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
+    connect_directly(self, s.setup.credentials, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 
@@ -455,9 +455,9 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
             send_join(self, caf::actor_cast<caf::actor>(ptr));
           },
           [self, seed](caf::error& e) {
-            // A gate that refused our token is the cluster's answer, as a rejected Join is: no other seed of the
-            // same cluster would let us in.
-            if (is_wrong_token(e))
+            // A gate that refused our token or our certificate is the cluster's answer, as a rejected Join is:
+            // no other seed of the same cluster would let us in.
+            if (is_refusal(e))
               return conclude(self, JoinResult::rejected, "seed " + seed.to_string() + ": " + self->system().render(e));
             ask_next_seed(self, "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
           });
@@ -467,7 +467,7 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
 std::shared_ptr<dataplane::Endpoint> open_data_plane(Self self) {
   auto& s = self->state;
   return s.setup.data_plane->add_endpoint(
-      endpoint_setup(s.setup.node_id, s.setup.store, s.setup.token, s.data_routes));
+      endpoint_setup(s.setup.node_id, s.setup.store, s.setup.credentials.token, s.data_routes));
 }
 
 void begin(Self self, std::string address) {
@@ -494,7 +494,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
         self->spawn<caf::linked>(dimension_node,
-                                 DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.token}));
+                                 DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.credentials}));
     s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
   }
   *s.data_routes = s.dimension_nodes;
@@ -535,7 +535,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         s.grid_master_heard = s.last_report_tick = self->clock().now();
         // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
         // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
-        connect_directly(self, s.setup.token, s.setup.node_id, w.grid_master_node_id, s.grid_master,
+        connect_directly(self, s.setup.credentials, s.setup.node_id, w.grid_master_node_id, s.grid_master,
                          w.grid_master_address);
         if (rejoined && w.kept_place) {
           ++s.rejoins;

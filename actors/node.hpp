@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/credentials.hpp"
 #include "actors/messages.hpp"
 #include "config/config.hpp"
 #include "dataplane/service.hpp"
@@ -48,7 +49,7 @@ namespace gridtrain::actors {
 struct NodeSetup {
   config::Config config;
   std::uint64_t node_id = 0;
-  std::string token;  // the cluster token; "" = none
+  Credentials credentials;  // the cluster token and TLS identity of the node
   std::shared_ptr<learner::ParameterStore> store;
   // The process's data plane: the node's lines' chunks travel there (its address goes into the Join).
   std::shared_ptr<dataplane::Service> data_plane;

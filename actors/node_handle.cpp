@@ -91,8 +91,8 @@ std::uint64_t random_node_id() {
 }  // namespace
 
 Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
-  auto token = read_token(options.config.cluster.token_file);
-  if (!token) return token.error();
+  auto credentials = load_credentials(options.config.cluster);
+  if (!credentials) return credentials.error();
   const std::uint64_t id = options.node_id != 0 ? options.node_id : random_node_id();
   if (!options.store) {
     if (options.config.learner.kind != config::LearnerKind::probe)
@@ -107,10 +107,9 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   }
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
-  const std::string gate_token = token.value();
   NodeSetup setup{.config = options.config,
                   .node_id = id,
-                  .token = std::move(token).value(),
+                  .credentials = credentials.value(),
                   .store = options.store,
                   .data_plane = options.data_plane,
                   .seed_node = options.seed_node,
@@ -129,7 +128,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   if (options.listen) {
     const config::Endpoint& listen = options.config.cluster.listen;
     // Through the gate: CAF opens no port of its own (actors/gate.hpp).
-    auto gate = Gate::open(system, listen, gate_token, actor);
+    auto gate = Gate::open(system, listen, credentials.value(), actor);
     if (!gate) {
       caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
       return gate.error();
@@ -146,7 +145,10 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
 }
 
 Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen) {
+  auto credentials = load_credentials(config.cluster);
+  if (!credentials) return credentials.error();
   dataplane::ServiceOptions options;
+  options.tls = credentials.value().tls;
   options.host = config.cluster.listen.host;
   options.port = static_cast<std::uint16_t>(config.cluster.data_port);
   options.socket_buffer_bytes = config.cluster.socket_buffer_kb * 1024;
@@ -173,11 +175,11 @@ Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& no
 }
 
 Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
-                                 const std::string& token, std::chrono::milliseconds timeout) {
+                                 const Credentials& credentials, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{system};
   caf::actor node;
   std::string failure = "no answer";
-  self->request(gate_middleman(system, token), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
+  self->request(gate_middleman(system, credentials), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
       .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                    std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
                [&](caf::error& e) { failure = system.render(e); });

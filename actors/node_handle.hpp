@@ -120,15 +120,17 @@ class NodeHandle {
 Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options);
 
 // A data plane for the nodes of this process: on config.cluster.listen's host and config.cluster.data_port when
-// `listen`, else reachable only in this process. Errors: the port cannot be bound.
+// `listen`, else reachable only in this process; with TLS when config.cluster names the TLS files. Errors: the port
+// cannot be bound, the TLS files do not load.
 Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen);
 
 // Asks any node of a cluster for the live grid (its GridMaster answers): the node at `endpoint` (its
 // cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a
 // cluster, or does not answer within `timeout`.
-// `token` is the cluster token, which the node's gate asks us to prove.
+// `credentials` are what the node's gate asks of us: the cluster token, and a certificate when it runs TLS.
 Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
-                                 const std::string& token, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+                                 const Credentials& credentials,
+                                 std::chrono::milliseconds timeout = std::chrono::seconds(5));
 Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
 

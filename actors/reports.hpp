@@ -54,6 +54,7 @@ struct GateStats {
   std::uint64_t bad_proof = 0;       // dialers without the cluster token
   std::uint64_t timed_out = 0;       // handshakes not finished in time, or cut off
   std::uint64_t overflow = 0;        // closed at once: too many handshakes under way
+  std::uint64_t tls_refused = 0;     // TLS on one side only, or a certificate that fails the cluster CA's check
 };
 
 struct NodeStats {

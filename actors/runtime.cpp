@@ -16,9 +16,9 @@ Result<NodeHandle> Runtime::start_node(NodeOptions options) {
   return actors::start_node(system_, std::move(options));
 }
 
-Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, const std::string& token,
+Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, const Credentials& credentials,
                                    std::chrono::milliseconds timeout) {
-  return query_grid_view(system_, endpoint, token, timeout);
+  return query_grid_view(system_, endpoint, credentials, timeout);
 }
 
 }  // namespace gridtrain::actors

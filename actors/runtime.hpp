@@ -31,9 +31,9 @@ class Runtime {
   // cluster.data_port). REQUIRES: the Runtime outlives the node's handle.
   Result<NodeHandle> start_node(NodeOptions options);
 
-  // The live grid, asked of the member listening at `endpoint`, proving the cluster `token` to its gate ("" for a
-  // cluster without one): see actors::query_grid_view.
-  Result<GridView> grid_view(const config::Endpoint& endpoint, const std::string& token,
+  // The live grid, asked of the member listening at `endpoint`, passing its gate with `credentials` (an empty
+  // token and no TLS for a cluster without them): see actors::query_grid_view.
+  Result<GridView> grid_view(const config::Endpoint& endpoint, const Credentials& credentials,
                              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   caf::actor_system& system() { return system_; }

@@ -230,7 +230,7 @@ class Chaos {
       if (!slot.process || slot.stopped || slot.address.empty()) continue;
       auto endpoint = config::parse_endpoint(slot.address);
       if (!endpoint) continue;
-      auto asked = runtime_.grid_view(endpoint.value(), "", 2s);  // the chaos cluster has no token
+      auto asked = runtime_.grid_view(endpoint.value(), {}, 2s);  // the chaos cluster has no token, no TLS
       if (asked) return std::move(asked).value();
     }
     return std::nullopt;

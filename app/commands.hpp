@@ -46,6 +46,10 @@ struct StatusArgs {
   std::string seed_address;
   bool json = false;
   std::string token_file;  // "" = a cluster without a token
+  // A cluster with TLS: a certificate its CA signed, its key, and the CA (as cluster.tls_*); all or none.
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_ca;
 };
 
 // gridnode status: the live grid, asked of any member.

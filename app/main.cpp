@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
   status_cmd->add_option("--token-file", status_args.token_file,
                          "File that holds the cluster token (as cluster.token_file); the node's gate asks for it");
+  status_cmd->add_option("--tls-certificate", status_args.tls_certificate,
+                         "A cluster with TLS: a PEM certificate its CA signed (as cluster.tls_certificate)");
+  status_cmd->add_option("--tls-key", status_args.tls_key, "The key of --tls-certificate (as cluster.tls_key)");
+  status_cmd->add_option("--tls-ca", status_args.tls_ca, "The cluster CA's PEM certificate (as cluster.tls_ca)");
 
   // CLI11 reports through exceptions: caught here, at its boundary.
   try {

@@ -1,9 +1,10 @@
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "actors/runtime.hpp"
-#include "actors/token_proof.hpp"
+#include "actors/credentials.hpp"
 #include "app/commands.hpp"
 #include "config/endpoint.hpp"
 #include "telemetry/grid_view_text.hpp"
@@ -17,10 +18,25 @@ int status(const StatusArgs& args) {
     error.source = "--seed";
     return fail(error);
   }
-  auto token = actors::read_token(args.token_file);
-  if (!token) {
-    Error error = token.error();
-    error.source = "--token-file";
+  config::ClusterConfig cluster;
+  cluster.token_file = args.token_file;
+  cluster.tls_certificate = args.tls_certificate;
+  cluster.tls_key = args.tls_key;
+  cluster.tls_ca = args.tls_ca;
+  const int tls_given = !args.tls_certificate.empty() + !args.tls_key.empty() + !args.tls_ca.empty();
+  if (tls_given != 0 && tls_given != 3)
+    return fail(Error{.source = "--tls-certificate",
+                      .message = "expected --tls-certificate, --tls-key and --tls-ca together, or none of them"});
+  auto credentials = actors::load_credentials(cluster);
+  if (!credentials) {
+    // The loader names config keys; here they came from options.
+    Error error = credentials.error();
+    const std::string option = "--" + error.key.substr(error.key.find('.') + 1);
+    std::string flag = option;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    error.message = error.source + ": " + error.message;
+    error.source = flag;
+    error.key.clear();
     return fail(error);
   }
   spdlog::set_level(spdlog::level::warn);
@@ -29,7 +45,7 @@ int status(const StatusArgs& args) {
   std::string failures;
   std::optional<actors::GridView> view;
   for (const config::Endpoint& seed : seeds.value()) {
-    auto asked = runtime.grid_view(seed, token.value());
+    auto asked = runtime.grid_view(seed, credentials.value());
     if (asked) {
       view = std::move(asked).value();
       break;

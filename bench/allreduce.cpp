@@ -12,7 +12,10 @@
 // converged to the same mean; a node whose mean differs (a chunk lost, misplaced or corrupted) fails the run.
 //
 //   bench_allreduce [--gridnode PATH] [--procs 2,4] [--floats 1024,262144,4194304,16777216] [--seconds 4]
-//                   [--rounds-in-flight 1] [--dims 1] [--csv] [--set key=value]...
+//                   [--rounds-in-flight 1] [--dims 1] [--csv] [--set key=value]... [--tls DIR]
+//
+// --tls DIR runs every connection between nodes through TLS, with DIR/bench.pem, DIR/bench.key and DIR/ca.pem
+// (`scripts/make-certs.sh DIR bench` makes them); the benchmark's own status queries use the same certificate.
 //
 // --csv prints one line per size: gridtrain,<dims>d,procs,bytes,seconds,algbw,busbw,ok. --set passes a config
 // override to every node (allreduce.max_chunk_floats=..., say). --straggle STOP_MS,PERIOD_MS makes one node a
@@ -36,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/credentials.hpp"
 #include "actors/runtime.hpp"
 #include "app/child_process.hpp"
 #include "config/config.hpp"
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
   bool csv = false;
   long straggle_stop_ms = 0, straggle_period_ms = 0;
   std::vector<std::string> overrides;
+  std::string tls_dir;  // "" = no TLS
   for (int i = 1; i < argc; i += 2) {
     if (!std::strcmp(argv[i], "--csv")) {
       csv = true;
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--gridnode")) gridnode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--dims")) dims = std::stol(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--set")) overrides.push_back(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--tls")) tls_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--straggle")) {
       const auto v = parse_list(argv[i + 1]);
       if (v.size() != 2 || v[0] <= 0 || v[1] <= v[0]) {
@@ -113,10 +119,25 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   config::Config defaults;
   actors::Runtime runtime{defaults};
+  config::ClusterConfig cluster;
+  std::string tls_yaml;
+  if (!tls_dir.empty()) {
+    const auto at = std::filesystem::absolute(tls_dir);
+    cluster.tls_certificate = (at / "bench.pem").string();
+    cluster.tls_key = (at / "bench.key").string();
+    cluster.tls_ca = (at / "ca.pem").string();
+    tls_yaml = ", tls_certificate: " + cluster.tls_certificate + ", tls_key: " + cluster.tls_key +
+               ", tls_ca: " + cluster.tls_ca;
+  }
+  auto credentials = actors::load_credentials(cluster);
+  if (!credentials) {
+    std::fprintf(stderr, "error: %s\n", credentials.error().to_string().c_str());
+    return 2;
+  }
 
   if (!csv) {
     std::printf("gridtrain allreduce, gridnode processes on loopback, theta = 1, %ld round(s) in flight, "
-                "grid.dims %ld\n", in_flight, dims);
+                "grid.dims %ld%s\n", in_flight, dims, tls_dir.empty() ? "" : ", TLS");
     std::printf("%5s %12s %12s %12s %12s %12s %8s %4s\n", "procs", "floats", "bytes", "time_us", "algbw_GB/s",
                 "busbw_GB/s", "rounds", "dims");
   }
@@ -124,7 +145,7 @@ int main(int argc, char** argv) {
   for (long p : procs) {
     for (long s : sizes) {
       auto config_path = (dir / "bench.yaml").string();
-      std::ofstream(config_path) << "cluster: {heartbeat_ms: 200, connection_timeout_ms: 5000}\n"
+      std::ofstream(config_path) << "cluster: {heartbeat_ms: 200, connection_timeout_ms: 5000" << tls_yaml << "}\n"
                                  << "grid: {dims: " << dims << ", rounds_in_flight: " << in_flight << "}\n"
                                  << "allreduce: {elastic_rate: 0.5, quorum: fraction, reduce_threshold: 1, "
                                     "complete_threshold: 1, advance_threshold: 1}\n"
@@ -158,7 +179,7 @@ int main(int argc, char** argv) {
       std::string straggler_address;  // "" without --straggle
       double mean_spread = 0, mean_of_means = 0;  // of the nodes' model means, at the last sample
       auto sample = [&]() -> std::optional<Sample> {
-        auto view = runtime.grid_view(seed_endpoint, "", 10s);
+        auto view = runtime.grid_view(seed_endpoint, credentials.value(), 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
         double sum = 0, lo = 1e300, hi = -1e300, means = 0;
         long counted = 0;
@@ -189,7 +210,7 @@ int main(int argc, char** argv) {
       std::atomic<bool> straggling{false};
       std::thread straggler;
       if (straggle_period_ms > 0) {
-        auto view = runtime.grid_view(seed_endpoint, "", 10s);
+        auto view = runtime.grid_view(seed_endpoint, credentials.value(), 10s);
         std::size_t victim = nodes.size();
         if (view)
           for (std::size_t i = 0; i < nodes.size() && victim == nodes.size(); ++i)

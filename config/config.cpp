@@ -172,6 +172,19 @@ Status validate(const LoadState& state, const std::string& source) {
   }
   // The same check the actors run on every StartLine: the RoundConfig's own.
   if (Status round = allreduce::validate(c.allreduce); !round.ok()) return at(round.error().key, round.error().message);
+  // TLS is on with all three files and off with none; one or two set is a mistake, not a wish for plaintext.
+  {
+    const std::string tls[] = {c.cluster.tls_certificate, c.cluster.tls_key, c.cluster.tls_ca};
+    const char* keys[] = {"cluster.tls_certificate", "cluster.tls_key", "cluster.tls_ca"};
+    const int given = static_cast<int>(!tls[0].empty()) + !tls[1].empty() + !tls[2].empty();
+    if (given != 0 && given != 3) {
+      const int blame = !tls[0].empty() ? 0 : !tls[1].empty() ? 1 : 2;  // the first one set
+      for (int k = 0; k < 3; ++k)
+        if (tls[k].empty())
+          return at(keys[blame], std::string("expected ") + keys[k] + " set too (TLS needs a certificate, its key and "
+                                 "the cluster CA), found \"\"");
+    }
+  }
   if (c.checkpoint.every > 0 && c.checkpoint.dir.empty())
     return at("checkpoint.every", "expected 0 (off) while checkpoint.dir is \"\", found " +
                                       std::to_string(c.checkpoint.every));
@@ -181,7 +194,7 @@ Status validate(const LoadState& state, const std::string& source) {
     switch (key->file_rule()) {
       case FileRule::none:
         continue;
-      case FileRule::token:
+      case FileRule::when_set:
         if (file.empty()) continue;
         if (std::string problem = file_problem(file, /*must_have_content=*/true); !problem.empty())
           return at(key->path(), problem);

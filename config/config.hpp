@@ -31,6 +31,10 @@ namespace gridtrain::config {
 struct ClusterConfig {
   std::string name;
   std::string token_file;  // "" = no token; else its content is the cluster's shared secret
+  // TLS between nodes (dataplane/tls.hpp): all three set, or none (plaintext).
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_ca;
   Endpoint listen;         // port 0 = pick a free port
   int data_port = 0;       // the data plane's port, on listen's host; 0 = pick a free port
   int socket_buffer_kb = 0;  // SO_SNDBUF and SO_RCVBUF of each data connection; 0 = the kernel's autotuning

@@ -395,8 +395,15 @@ Schema::Schema() {
   auto add = [this](std::unique_ptr<Key> k) { keys_.push_back(std::move(k)); };
   // clang-format off
   add(key(FIELD(cluster, name), StringCodec{}, "gridtrain", "the cluster's name, in logs and metrics"));
-  add(key(FIELD(cluster, token_file), PathCodec{FileRule::token}, "",
+  add(key(FIELD(cluster, token_file), PathCodec{FileRule::when_set}, "",
           "file whose content is the cluster's shared secret; \"\" = no token"));
+  add(key(FIELD(cluster, tls_certificate), PathCodec{FileRule::when_set}, "",
+          "PEM certificate of this node, signed by cluster.tls_ca; with tls_key and tls_ca: TLS on every connection "
+          "between nodes; \"\" = no TLS"));
+  add(key(FIELD(cluster, tls_key), PathCodec{FileRule::when_set}, "",
+          "PEM private key of tls_certificate, unencrypted; \"\" = no TLS"));
+  add(key(FIELD(cluster, tls_ca), PathCodec{FileRule::when_set}, "",
+          "PEM certificate of the cluster CA: a peer must hold a certificate it signed; \"\" = no TLS"));
   add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0},
           "host:port this node listens on; port 0 = pick a free port"));
   add(key(FIELD(cluster, data_port), IntCodec{IntRange{0, 65535}}, 0,

@@ -17,7 +17,7 @@ namespace gridtrain::config {
 // Which files a path key names that must exist, checked after all overrides (they may change learner.kind).
 enum class FileRule {
   none,    // an output path, or a directory made on demand
-  token,   // when set: a readable file, not empty
+  when_set,  // when set: a readable file, not empty (the token, the TLS files)
   data,    // when learner.kind is model: set, and a readable file
 };
 

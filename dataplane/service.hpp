@@ -52,7 +52,7 @@ struct ServiceOptions {
   int socket_buffer_bytes = 0;      // SO_SNDBUF and SO_RCVBUF of every data connection; 0: the kernel's autotuning
   // TLS on every data connection after its token handshake (dataplane/tls.hpp); nullptr: plaintext. Peers must
   // agree: a dialer of the other kind is refused as Refusal::tls_mismatch.
-  std::shared_ptr<const TlsContext> tls;
+  std::shared_ptr<const TlsContext> tls = nullptr;
 };
 
 struct EndpointSetup {

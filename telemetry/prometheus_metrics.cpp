@@ -56,7 +56,7 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                       .Name("gridtrain_connections_refused_total")
                       .Help("connections the node's gate turned away before CAF saw a byte, by reason")
                       .Register(r);
-  for (const char* reason : {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow"})
+  for (const char* reason : {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow", "tls"})
     refused_.push_back(&refused.Add({{"node", node}, {"reason", reason}}));
   refused_seen_.assign(refused_.size(), 0);
   accepted_ = counter(r, "gridtrain_connections_accepted_total",
@@ -89,7 +89,7 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   advance(unsent_, total.frames_unsent, unsent_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
   const std::uint64_t refused[] = {stats.gate.not_handshake, stats.gate.wrong_protocol, stats.gate.bad_proof,
-                                   stats.gate.timed_out, stats.gate.overflow};
+                                   stats.gate.timed_out, stats.gate.overflow, stats.gate.tls_refused};
   for (std::size_t i = 0; i < refused_.size(); ++i) advance(refused_[i], refused[i], refused_seen_[i]);
   advance(accepted_, stats.gate.accepted, accepted_seen_);
 }

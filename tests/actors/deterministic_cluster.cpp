@@ -20,7 +20,7 @@ actors::NodeSetup DeterministicCluster::setup(std::uint64_t id, std::shared_ptr<
   actors::NodeSetup s;
   s.config = config_;
   s.node_id = id;
-  s.token = std::move(token).value();
+  s.credentials.token = std::move(token).value();
   s.store = std::move(store);
   s.paced_by_every_steps = paced_by_every_steps;
   s.data_plane = sim_.data_plane();

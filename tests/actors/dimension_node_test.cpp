@@ -32,7 +32,7 @@ struct DimensionNodeFixture {
         peer_store(store_of({11, 12, 13, 14, 15, 16, 17, 18})) {
     auto routes = std::make_shared<std::vector<caf::actor>>();
     data = sim.data_plane()->add_endpoint(actors::endpoint_setup(1, store, kToken, routes));
-    node = sim.spawn(actors::dimension_node, actors::DimensionNodeSetup{0, 1, store, data, ""});
+    node = sim.spawn(actors::dimension_node, actors::DimensionNodeSetup{0, 1, store, data, {}});
     routes->push_back(node);
     peer = sim.data_plane()->add_endpoint(
         actors::endpoint_setup(2, peer_store, kToken, std::make_shared<std::vector<caf::actor>>(1, peer_node)));

@@ -33,7 +33,7 @@ struct Election {
     last.dims = static_cast<std::uint32_t>(layout.dims());
     for (std::uint64_t id = 1; id <= n; ++id)
       last.members.push_back({{id, address(id), {}, {}}, members[id], handles(id), handles(id), ""});
-    actors::GridMasterSetup setup{config, "", store->signature(), store->size(), address(kCandidate), kCandidate, last};
+    actors::GridMasterSetup setup{config, {}, store->signature(), store->size(), address(kCandidate), kCandidate, last};
     setup.silence_limit = silence_limit;
     setup.judge_local_silence = true;  // the recorders stand in for members in other processes
     gm = sim.spawn(actors::grid_master, std::move(setup));

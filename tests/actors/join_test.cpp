@@ -53,7 +53,7 @@ TEST_CASE("a node that cannot prove the cluster token is rejected; one that can 
   cluster.add(1, make_store(64, 1.0f), true);
 
   auto bad = cluster.setup(2, make_store(64, 1.0f));
-  bad.token = token_in(wrong.path());
+  bad.credentials.token = token_in(wrong.path());
   cluster.start(bad);
   cluster.sim().run();
   const auto outcome = cluster.outcome(2);
@@ -62,7 +62,7 @@ TEST_CASE("a node that cannot prove the cluster token is rejected; one that can 
   CHECK(cluster.ended(2));
 
   auto none = cluster.setup(3, make_store(64, 1.0f));
-  none.token = token_in("");
+  none.credentials.token = token_in("");
   cluster.start(none);
   cluster.sim().run();
   CHECK(cluster.outcome(3).result == actors::JoinResult::rejected);
@@ -95,9 +95,9 @@ TEST_CASE("a node started by start_node proves the token its cluster.token_file 
   const caf::actor node = sim.adopt(started.value().actor());
   sim.run();
   const auto& s = state_of<actors::NodeState>(node);
-  CHECK(s.setup.token == "alpha");
+  CHECK(s.setup.credentials.token == "alpha");
   CHECK(s.outcome.result == actors::JoinResult::welcomed);  // by the GridMaster it bootstrapped, with that token
-  CHECK(state_of<actors::GridMasterState>(s.grid_master).setup.token == "alpha");
+  CHECK(state_of<actors::GridMasterState>(s.grid_master).setup.credentials.token == "alpha");
 }
 
 TEST_CASE("a join with another protocol version, a duplicate id or missing handles is rejected with a reason") {
@@ -216,7 +216,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
   CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
-  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()}, "");
+  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()}, {});
   REQUIRE(status.ok());
   CHECK(status.value().nodes.size() == 2);
   CHECK(status.value().nodes[1].place.address == joined.address());
@@ -262,7 +262,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   REQUIRE_OK(copied);
   CHECK(copied.value() == std::optional<std::uint64_t>(1));
   CHECK(read(*second.store) == read(*first.store));
-  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()}, "");
+  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()}, {});
   REQUIRE(view.ok());
   CHECK(view.value().nodes.size() == 2);
 

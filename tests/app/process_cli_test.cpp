@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tests/app/process_harness.hpp"
+#include "tests/tls_certificates.hpp"
 
 using gridtrain::testing::run_command;
 using namespace std::chrono_literals;
@@ -51,6 +52,20 @@ TEST_CASE("check-config names file, position and key of a bad value, in one erro
   auto r = run_command(gridnode, {"check-config", file.path.string()}, 30s);
   CHECK(r.exit_code == 2);
   CHECK(r.output.rfind("error: " + file.path.string() + ":4:21: allreduce.reduce_threshold:", 0) == 0);
+  CHECK(count_lines(r.output) == 1);
+}
+
+TEST_CASE("check-config loads the TLS files as a node would: a key of another certificate is an error, exit 2") {
+  gridtrain::testing::TestCertificates certs({"a", "b"});
+  const std::string tls = "cluster:\n  tls_certificate: " + certs.path("a.pem") + "\n  tls_ca: " + certs.path("ca.pem") +
+                          "\n  tls_key: ";
+  TempFile good("learner: {kind: probe}\n" + tls + certs.path("a.key") + "\n");
+  CHECK(run_command(gridnode, {"check-config", good.path.string()}, 30s).exit_code == 0);
+  TempFile bad("learner: {kind: probe}\n" + tls + certs.path("b.key") + "\n");
+  auto r = run_command(gridnode, {"check-config", bad.path.string()}, 30s);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.rfind("error: " + certs.path("b.key") + ": cluster.tls_key: the key does not belong to the "
+                       "certificate " + certs.path("a.pem"), 0) == 0);
   CHECK(count_lines(r.output) == 1);
 }
 

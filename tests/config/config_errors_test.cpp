@@ -322,6 +322,14 @@ TEST_CASE("named files that do not exist are errors at the key that named them")
            "data.train_images", "expected a data file (learner.kind is model), found \"\""},
           {"kind switched to model by --set with missing data", "learner: {kind: probe}\n" + data,
            {"learner.kind=model"}, file, 6, 16, "data.test_labels", "file not found"},
+          {"a TLS certificate that is not there",
+           "learner: {kind: probe}\ncluster: {tls_certificate: node.pem, tls_key: token, tls_ca: token}\n", {}, file,
+           2, 28, "cluster.tls_certificate", "file not found: " + base + "/node.pem"},
+          {"a TLS certificate without its key and CA", "learner: {kind: probe}\ncluster: {tls_certificate: token}\n",
+           {}, file, 2, 28, "cluster.tls_certificate",
+           "expected cluster.tls_key set too (TLS needs a certificate, its key and the cluster CA), found \"\""},
+          {"a TLS CA without a certificate", "learner: {kind: probe}\ncluster: {tls_ca: token, tls_key: token}\n", {},
+           file, 2, 35, "cluster.tls_key", "expected cluster.tls_certificate set too"},
       },
       base);
 }
