@@ -17,13 +17,13 @@ namespace {
 using Self = caf::stateful_actor<GridMasterState>*;
 
 // Whether `join` may join, or why not (the reason the joiner prints). The order matters: a stranger learns
-// nothing of our model from a join with a bad token.
+// nothing of our model from a join with a bad token (take_challenge checks the proof before this is asked).
 Status admit(const GridMasterState& s, const Join& join) {
   auto refuse = [](std::string why) { return Error{.message = std::move(why)}; };
   if (join.protocol != protocol_version)
     return refuse("protocol version " + std::to_string(join.protocol) + " differs from the cluster's " +
                   std::to_string(protocol_version));
-  if (!token_proof_matches(s.setup.credentials.token, join.node_id, join.token_proof)) return refuse("bad cluster token proof");
+  // The token proof is checked before this, where the Join's challenge is taken (take_challenge).
   if (join.model_signature != s.setup.model_signature || join.model_floats != s.setup.model_floats)
     return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} "
                               "with {}",
@@ -291,6 +291,57 @@ Welcome welcome_for(Self self, std::uint64_t id, bool kept_place) {
                  kept_place};
 }
 
+void reject(Self self, const Join& join, const std::string& why) {
+  ++self->state.rejected;
+  spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
+  self->send(join.node, Reject{join.node_id, why});
+}
+
+// Sends the node of `join` a nonce to prove the token over, good for one Join (docs/design.md, "Joining with a
+// challenge"). A flood of Joins holds at most kMaxJoinChallenges: the expired go first, then the oldest.
+void challenge(Self self, const Join& join) {
+  auto& s = self->state;
+  const auto now = self->clock().now();
+  if (s.challenges.size() >= kMaxJoinChallenges) {
+    std::erase_if(s.challenges, [&](const auto& c) { return now - c.second.sent > kJoinChallengeLifetime; });
+    if (s.challenges.size() >= kMaxJoinChallenges)
+      s.challenges.erase(std::min_element(s.challenges.begin(), s.challenges.end(), [](const auto& a, const auto& b) {
+        return a.second.sent < b.second.sent;
+      }));
+  }
+  std::uint64_t nonce = make_join_nonce();
+  while (s.challenges.count(nonce)) nonce = make_join_nonce();
+  s.challenges[nonce] = {join.node_id, now};
+  self->send(join.node, JoinChallenge{join.node_id, join.request, nonce});
+}
+
+// True when `join` answers a challenge this GridMaster sent its node, not answered before and not expired, with
+// a good token proof over its nonce: the challenge is taken. Otherwise the Join goes no further: without a nonce
+// it is challenged; with a nonce not held (a replay, or one forgotten) it is dropped and counted; with a bad proof
+// it is rejected.
+bool take_challenge(Self self, const Join& join) {
+  auto& s = self->state;
+  if (join.nonce == 0) {
+    challenge(self, join);
+    return false;
+  }
+  const auto c = s.challenges.find(join.nonce);
+  if (c == s.challenges.end() || c->second.node_id != join.node_id ||
+      self->clock().now() - c->second.sent > kJoinChallengeLifetime) {
+    log_dropped("grid_master", s.stale_join_proofs,
+                fmt::format("a join of node {:016x} at {} with a nonce this GridMaster did not send it, or took "
+                            "already (a replay?)",
+                            join.node_id, join.address));
+    return false;
+  }
+  s.challenges.erase(c);
+  if (!token_proof_matches(s.setup.credentials.token, join.node_id, join.nonce, join.token_proof)) {
+    reject(self, join, "bad cluster token proof");
+    return false;
+  }
+  return true;
+}
+
 // A Join while leading: checked, then the node is placed and welcomed.
 void admit_join(Self self, const Join& join) {
   auto& s = self->state;
@@ -305,13 +356,7 @@ void admit_join(Self self, const Join& join) {
     self->send(join.node, welcome_for(self, join.node_id, true));
     return;
   }
-  if (Status admitted = admit(s, join); !admitted.ok()) {
-    const std::string& why = admitted.error().message;
-    ++s.rejected;
-    spdlog::warn("grid_master: rejected node {:016x} at {}: {}", join.node_id, join.address, why);
-    self->send(join.node, Reject{join.node_id, why});
-    return;
-  }
+  if (Status admitted = admit(s, join); !admitted.ok()) return reject(self, join, admitted.error().message);
   const std::uint64_t began = cpu_ns();
   s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.data_address, join.node,
                                                          join.dimension_nodes, join.line_masters, {}, 0, 0, false, 0,
@@ -502,6 +547,9 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           log_dropped("grid_master", s.bad_messages, "a join without a node handle");
           return;
         }
+        // Another protocol is refused for that (admit says so), before its Join is asked for a proof it may make
+        // another way.
+        if (join.protocol == protocol_version && !take_challenge(self, join)) return;
         if (s.electing) return election_join(self, join);
         admit_join(self, join);
         // The first member (the bootstrapping node, or a joiner) is confirmed at once: there is nobody to ask.

@@ -3,8 +3,8 @@
 //
 // It keeps: the members (their handles and last NodeReport), the grid::Layout, the epoch and the layout version
 // (raised on every change).
-// It reacts to: Join (checked: protocol, token proof, model signature, a well-formed request; then Welcome or
-// Reject with a reason), Leave, the down_msg of a member's node (it monitors every one), NodeReport, and
+// It reacts to: Join (without a nonce: answered with a JoinChallenge; with the nonce of one, checked: protocol,
+// token proof over that nonce, model signature, a well-formed request; then Welcome or Reject with a reason), Leave, the down_msg of a member's node (it monitors every one), NodeReport, and
 // grid_view_atom (the live grid, from the last reports).
 // On every join or leave it turns the Layout's LayoutDelta into messages: StopLine to the LineMasters that lost
 // their line, StartLine to the appointed LineMaster of each new or changed line only, and the GridState to
@@ -59,6 +59,11 @@ struct GridMasterSetup {
 // Joins of new nodes an electing GridMaster holds until it takes over; more are refused (the node retries).
 inline constexpr std::size_t kMaxWaitingJoins = 64;
 
+// Join challenges a GridMaster holds unanswered at most (the oldest is forgotten first), and how long one is good:
+// a node answers its challenge at once, so either bound is reached only by a flood or a node that stalled.
+inline constexpr std::size_t kMaxJoinChallenges = 4096;
+inline constexpr std::chrono::seconds kJoinChallengeLifetime{30};
+
 // The settings every line of this cluster runs with.
 LineSettings line_settings(const config::Config& config, std::uint64_t model_floats);
 
@@ -103,8 +108,15 @@ struct GridMasterState {
   std::map<std::uint64_t, Join> votes;
   bool grace_armed = false;
   std::vector<Join> waiting;
+  // The JoinChallenges sent and not answered yet: nonce -> the node it was sent to, and when.
+  struct Challenge {
+    std::uint64_t node_id = 0;
+    caf::actor_clock::time_point sent;
+  };
+  std::map<std::uint64_t, Challenge> challenges;
   std::uint64_t rejected = 0;
   std::uint64_t bad_messages = 0;
+  std::uint64_t stale_join_proofs = 0;  // Joins with a nonce it did not send, or took already (replays), dropped
   MembershipFigures membership;
 };
 

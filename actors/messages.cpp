@@ -69,6 +69,7 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<allreduce::RoundConfig>("gridtrain::round_config")
       .add_message_type<FloatPayload>("gridtrain::float_payload")
       .add_message_type<Join>("gridtrain::join")
+      .add_message_type<JoinChallenge>("gridtrain::join_challenge")
       .add_message_type<Welcome>("gridtrain::welcome")
       .add_message_type<Reject>("gridtrain::reject")
       .add_message_type<Leave>("gridtrain::leave")

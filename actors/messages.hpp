@@ -49,7 +49,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 6;
+inline constexpr std::uint32_t protocol_version = 7;
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -88,7 +88,9 @@ typename Inspector::result_type inspect(Inspector& f, FloatPayload& x) {
 // -- membership ------------------------------------------------------------------------------------------------
 
 // Node -> GridMaster (through any member, the seed). The handles let the GridMaster appoint the node's
-// LineMasters and tell them who their peers are.
+// LineMasters and tell them who their peers are. Sent twice (docs/design.md, "Joining with a challenge"): first
+// without a nonce, which the GridMaster answers with a JoinChallenge; then straight to the GridMaster with its
+// nonce and a proof over it, which the GridMaster accepts once.
 struct Join {
   std::uint64_t node_id = 0;
   std::string address;       // advertised host:port
@@ -96,7 +98,9 @@ struct Join {
   std::uint64_t model_signature = 0;
   std::uint64_t model_floats = 0;
   std::uint32_t protocol = 0;
-  std::string token_proof;  // token_proof(token, node_id); never the token itself
+  std::uint64_t request = 0;  // the node's number for this Join; its JoinChallenge names it
+  std::uint64_t nonce = 0;    // the GridMaster's challenge this Join answers (0: none yet)
+  std::string token_proof;    // token_proof(token, node_id, nonce); never the token itself
   caf::actor node;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered of them, dimension d at index d
   std::vector<caf::actor> line_masters;     // likewise
@@ -114,8 +118,22 @@ struct Join {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Join& x) {
   return f(caf::meta::type_name("join"), x.node_id, x.address, x.data_address, x.model_signature, x.model_floats,
-           x.protocol,
-           x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote, x.lines_kept);
+           x.protocol, x.request, x.nonce, x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote,
+           x.lines_kept);
+}
+
+// GridMaster -> Node: prove the token for your Join `request` over this nonce, which is good for that one Join
+// (and for a limited time). A node answers only a challenge for a Join it sent and has not answered yet, so a
+// replayed Join makes the GridMaster challenge a node that ignores it.
+struct JoinChallenge {
+  std::uint64_t node_id = 0;
+  std::uint64_t request = 0;
+  std::uint64_t nonce = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JoinChallenge& x) {
+  return f(caf::meta::type_name("join_challenge"), x.node_id, x.request, x.nonce);
 }
 
 // GridMaster -> Node: you are in. The run config is the cluster's (YAML text), not the joiner's own.

@@ -35,13 +35,25 @@ using Self = caf::stateful_actor<NodeState>*;
 // Every dial of this node passes the peer's gate with its token (actors/gate.hpp).
 caf::io::middleman_actor middleman(Self self) { return gate_middleman(self->system(), self->state.setup.credentials); }
 
+// This node's Join number `request`: without a nonce (0) the first send, which only asks for a challenge; with
+// the GridMaster's nonce, the answer, with the token proof over it.
+Join make_join(Self self, std::uint64_t request, std::uint64_t nonce, bool vote) {
+  auto& s = self->state;
+  return Join{s.setup.node_id, s.address, s.setup.data_plane->address(), s.setup.store->signature(),
+              s.setup.store->size(), protocol_version, request, nonce,
+              nonce == 0 ? std::string() : token_proof(s.setup.credentials.token, s.setup.node_id, nonce),
+              caf::actor_cast<caf::actor>(self), s.dimension_nodes, s.line_masters, s.epoch, vote,
+              s.phase == NodePhase::rejoining && s.lines_kept};
+}
+
+// Asks `to` (a member, which passes it on, or a GridMaster) to let this node in; the GridMaster's JoinChallenge
+// comes back, and the node answers it (see the handler below).
 void send_join(Self self, const caf::actor& to, bool vote = false) {
   auto& s = self->state;
-  self->send(to, Join{s.setup.node_id, s.address, s.setup.data_plane->address(), s.setup.store->signature(),
-                      s.setup.store->size(), protocol_version,
-                      token_proof(s.setup.credentials.token, s.setup.node_id), caf::actor_cast<caf::actor>(self),
-                      s.dimension_nodes, s.line_masters, s.epoch, vote,
-                      s.phase == NodePhase::rejoining && s.lines_kept});
+  const std::uint64_t request = ++s.join_requests;
+  s.pending_joins[request] = vote;
+  if (s.pending_joins.size() > kMaxPendingJoins) s.pending_joins.erase(s.pending_joins.begin());
+  self->send(to, make_join(self, request, 0, vote));
 }
 
 // The join is over, one way or another: tell whoever waits. A node that is not in ends.
@@ -579,6 +591,18 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (s.phase != NodePhase::rejoining || token != s.walk_token) return;
         if (new_walk) return start_walk(self);
         walk_step(self, token);
+      },
+      [self](const JoinChallenge& c) {
+        // Answered once, and only for a Join this node sent: a replayed Join's challenge reaches a node that
+        // ignores it. The answer goes to the GridMaster itself; the first Join may have come through a seed.
+        auto& s = self->state;
+        const auto pending = s.pending_joins.find(c.request);
+        const auto grid_master = caf::actor_cast<caf::actor>(self->current_sender());
+        if (c.node_id != s.setup.node_id || c.nonce == 0 || pending == s.pending_joins.end() || !grid_master) return;
+        const bool vote = pending->second;
+        s.pending_joins.erase(pending);
+        if (s.phase == NodePhase::joining || s.phase == NodePhase::rejoining)
+          self->send(grid_master, make_join(self, c.request, c.nonce, vote));
       },
       [self](const Join& join) {
         // We are the joiner's seed: the GridMaster decides, and answers the joiner itself.

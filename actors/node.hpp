@@ -17,7 +17,8 @@
 //   live cluster it was cut off from takes it back. A candidate that finds a lower member, or is welcomed by
 //   another GridMaster, abandons (step_down_atom). Welcomed with its place kept (a successor took over), it keeps
 //   its model; otherwise it drops the lines it kept and warm-starts.
-// It reacts to: begin_atom (join: bootstrap a cluster by spawning its GridMaster, or contact a seed), Welcome or
+// It reacts to: begin_atom (join: bootstrap a cluster by spawning its GridMaster, or contact a seed),
+// JoinChallenge (the GridMaster's nonce for a Join it sent: it answers with the token proof over it), Welcome or
 // Reject, Removed, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
 // model, for a joining node's warm start), allow_rounds_atom (allreduce.every_steps: passed on to the LineMaster
@@ -32,6 +33,7 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +76,9 @@ struct NodeSetup {
 };
 
 enum class NodePhase { joining, member, rejoining, leaving };
+
+// Joins a node has sent and whose challenge has not come yet, held at most (NodeState::pending_joins).
+inline constexpr std::size_t kMaxPendingJoins = 64;
 
 struct NodeState {
   static inline const char* name = "node";
@@ -125,6 +130,10 @@ struct NodeState {
   // lost_silent_grid_master() in node.cpp.
   caf::actor_clock::time_point grid_master_heard;
   caf::actor_clock::time_point last_report_tick;
+  // The Joins it sent whose JoinChallenge has not come yet, by request number, each with whether it was a vote
+  // (at most kMaxPendingJoins: the oldest is forgotten, and the walk sends another).
+  std::map<std::uint64_t, bool> pending_joins;
+  std::uint64_t join_requests = 0;
   std::uint64_t bad_messages = 0;
   std::size_t seed_next = 0;     // joining: the seed to ask next
   std::string seed_failures;     // joining: why the seeds asked so far did not let it in

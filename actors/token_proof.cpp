@@ -3,8 +3,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/rand.h>
 
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace gridtrain::actors {
@@ -22,10 +24,11 @@ Result<std::string> read_token(const std::string& path) {
   return token;
 }
 
-std::string token_proof(std::string_view token, std::uint64_t node_id) {
+std::string token_proof(std::string_view token, std::uint64_t node_id, std::uint64_t nonce) {
   if (token.empty()) return {};
   std::string message = "gridtrain-join/";
   for (int i = 0; i < 8; ++i) message.push_back(static_cast<char>(node_id >> (8 * i)));
+  for (int i = 0; i < 8; ++i) message.push_back(static_cast<char>(nonce >> (8 * i)));
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
@@ -39,10 +42,18 @@ std::string token_proof(std::string_view token, std::uint64_t node_id) {
   return hex;
 }
 
-bool token_proof_matches(std::string_view token, std::uint64_t node_id, std::string_view proof) {
-  const std::string expected = token_proof(token, node_id);
+bool token_proof_matches(std::string_view token, std::uint64_t node_id, std::uint64_t nonce, std::string_view proof) {
+  const std::string expected = token_proof(token, node_id, nonce);
   // The time taken must not tell how many leading characters were right.
   return proof.size() == expected.size() && CRYPTO_memcmp(expected.data(), proof.data(), expected.size()) == 0;
+}
+
+std::uint64_t make_join_nonce() {
+  std::uint64_t nonce = 0;
+  while (nonce == 0)
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&nonce), sizeof nonce) != 1)
+      nonce = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();  // the kernel's, as a fallback
+  return nonce;
 }
 
 std::array<std::byte, 32> token_mac(std::string_view token, std::span<const std::byte> message) {

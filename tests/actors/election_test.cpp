@@ -9,6 +9,7 @@
 #include "actors/grid_master.hpp"
 #include "actors/messages.hpp"
 #include "deterministic_system.hpp"
+#include "join_challenge.hpp"
 #include "test_support.hpp"
 
 namespace gridtrain::testing {
@@ -45,13 +46,10 @@ struct Election {
     return std::vector<caf::actor>(actors::kDimsOffered, members.at(id));
   }
   actors::Join join(std::uint64_t id, bool vote) {
-    return actors::Join{id, address(id), "", store->signature(), store->size(), actors::protocol_version, "",
+    return actors::Join{id, address(id), "", store->signature(), store->size(), actors::protocol_version, 1, 0, "",
                         members.at(id), handles(id), handles(id), 3, vote, true};
   }
-  void vote(std::uint64_t id, bool vote = true) {
-    caf::anon_send(gm, join(id, vote));
-    sim.run();
-  }
+  void vote(std::uint64_t id, bool vote = true) { REQUIRE(join_with_challenge(sim, gm, gm, join(id, vote))); }
   void wait(std::chrono::milliseconds span) {
     sim.advance_time(span);
     sim.run();
@@ -82,8 +80,7 @@ TEST_CASE("a successor with the votes of a minority never takes over") {
   fresh.node_id = 99;
   fresh.node = newcomer;
   fresh.epoch = 0;
-  caf::anon_send(e.gm, fresh);
-  e.sim.run();
+  REQUIRE(join_with_challenge(e.sim, e.gm, e.gm, fresh));
   CHECK(messages(newcomer).empty());
   CHECK(e.state().waiting.size() == 1);
 }
@@ -198,8 +195,7 @@ TEST_CASE("a member that lost contact with a GridMaster that still has it is tol
   // Node 3 saw the GridMaster's connection drop (a stall on its side, say) and asks again, with its lines kept.
   auto again = e.join(3, true);
   again.epoch = e.state().epoch;
-  caf::anon_send(e.gm, again);
-  e.sim.run();
+  REQUIRE(join_with_challenge(e.sim, e.gm, e.gm, again));
   const auto welcomes = take<actors::Welcome>(e.members.at(3));
   REQUIRE(welcomes.size() == 1);
   CHECK(welcomes[0].kept_place);
@@ -207,8 +203,7 @@ TEST_CASE("a member that lost contact with a GridMaster that still has it is tol
   CHECK(e.state().members.size() == 3);
   // One that was taken out (it dropped its lines) is refused as before, until the GridMaster removes it.
   again.lines_kept = false;
-  caf::anon_send(e.gm, again);
-  e.sim.run();
+  REQUIRE(join_with_challenge(e.sim, e.gm, e.gm, again));
   CHECK(take<actors::Reject>(e.members.at(3)).size() == 1);
 }
 

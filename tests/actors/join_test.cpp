@@ -16,6 +16,7 @@
 #include "actors/token_proof.hpp"
 #include "cluster_harness.hpp"
 #include "deterministic_cluster.hpp"
+#include "join_challenge.hpp"
 #include "tests/base/require_ok.hpp"
 
 namespace gridtrain::testing {
@@ -106,13 +107,13 @@ TEST_CASE("a join with another protocol version, a duplicate id or missing handl
   const caf::actor me = cluster.sim().recorder("joiner");
   const auto& store = *cluster.store(1);
   auto join = [&](std::uint64_t id, std::uint32_t protocol, std::size_t handles) {
-    return actors::Join{id, "test", "", store.signature(), store.size(), protocol, "", me,
+    return actors::Join{id, "test", "", store.signature(), store.size(), protocol, 1, 0, "", me,
                         std::vector<caf::actor>(handles, me), std::vector<caf::actor>(handles, me)};
   };
-  // The answer to a join sent to the first node, our seed: exactly one Reject for that node id.
+  // The answer to a join sent to the first node, our seed, its challenge answered: exactly one Reject for that
+  // node id.
   auto reason_for = [&](const actors::Join& j) {
-    caf::send_as(me, first, j);
-    cluster.sim().run();
+    join_with_challenge(cluster.sim(), first, cluster.grid_master_actor(), j);
     const auto rejects = take<actors::Reject>(me);
     REQUIRE_MESSAGE(messages(me).empty(), describe(me));
     REQUIRE(rejects.size() == 1);
@@ -125,6 +126,106 @@ TEST_CASE("a join with another protocol version, a duplicate id or missing handl
   CHECK(cluster.members() == std::vector<std::uint64_t>{1});
   CHECK(cluster.grid_master().rejected == 3);
   CHECK(members_listed(cluster) == 1);
+}
+
+// A Join as the test's recorder `me` sends it for node `id`, with the store's model.
+actors::Join recorded_join(const caf::actor& me, std::uint64_t id, const learner::ParameterStore& store) {
+  return actors::Join{id, "test", "", store.signature(), store.size(), actors::protocol_version, 1, 0, "", me,
+                      std::vector<caf::actor>(actors::kDimsOffered, me), std::vector<caf::actor>(actors::kDimsOffered, me)};
+}
+
+// A cluster of one paced node with token "alpha", and a recorder to send Joins as.
+struct TokenCluster {
+  TokenFile token{"alpha"};
+  DeterministicCluster cluster{with_token(cluster_config(2, 1.0), token)};
+  caf::actor me = cluster.sim().recorder("joiner");
+  TokenCluster() { cluster.add(1, make_store(64, 1.0f), true); }
+  static config::Config with_token(config::Config config, const TokenFile& token) {
+    config.cluster.token_file = token.path();
+    return config;
+  }
+};
+
+TEST_CASE("a join proof is good once: the same Join again is dropped and counted, before and after the node left") {
+  TokenCluster t;
+  auto& [token, cluster, me] = t;
+  const auto answer =
+      join_with_challenge(cluster.sim(), cluster.node(1), cluster.grid_master_actor(),
+                          recorded_join(me, 9, *cluster.store(1)), token_in(token.path()));
+  REQUIRE(answer.has_value());
+  CHECK(take<actors::Welcome>(me).size() == 1);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1, 9});
+
+  // Replayed while it is a member: not even "already in the cluster"; nothing comes back.
+  messages(me).clear();
+  caf::anon_send(cluster.grid_master_actor(), *answer);
+  cluster.sim().run();
+  CHECK(cluster.grid_master().stale_join_proofs == 1);
+  CHECK(received<actors::Reject>(me).empty());
+  CHECK(received<actors::Welcome>(me).empty());
+
+  // Replayed after it left: it does not come back.
+  caf::anon_send(cluster.grid_master_actor(), actors::Leave{9, cluster.grid_master().epoch});
+  cluster.sim().run();
+  REQUIRE(cluster.members() == std::vector<std::uint64_t>{1});
+  messages(me).clear();
+  caf::anon_send(cluster.grid_master_actor(), *answer);
+  caf::anon_send(cluster.node(1), *answer);  // through a seed, as the first Join came
+  cluster.sim().run();
+  CHECK(cluster.grid_master().stale_join_proofs == 3);
+  CHECK(received<actors::Welcome>(me).empty());
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1});
+  CHECK(cluster.grid_master().rejected == 0);
+}
+
+TEST_CASE("a nonce sent to one node proves nothing for another; a proof without the token is refused") {
+  TokenCluster t;
+  auto& [token, cluster, me] = t;
+  const caf::actor gm = cluster.grid_master_actor();
+  auto join = recorded_join(me, 9, *cluster.store(1));
+  caf::anon_send(gm, join);
+  cluster.sim().run();
+  const auto challenges = take<actors::JoinChallenge>(me);
+  REQUIRE(challenges.size() == 1);
+  CHECK(challenges[0].nonce != 0);
+
+  // Node 10 answers with node 9's nonce and a good proof for itself: dropped, and node 9's nonce stays good.
+  auto other = join;
+  other.node_id = 10;
+  other.nonce = challenges[0].nonce;
+  other.token_proof = actors::token_proof(token_in(token.path()), 10, other.nonce);
+  caf::anon_send(gm, other);
+  cluster.sim().run();
+  CHECK(cluster.grid_master().stale_join_proofs == 1);
+  CHECK(messages(me).empty());
+
+  // Node 9 answers with a proof under another token: refused, and the nonce is used up.
+  join.nonce = challenges[0].nonce;
+  join.token_proof = actors::token_proof("beta", 9, join.nonce);
+  caf::anon_send(gm, join);
+  cluster.sim().run();
+  const auto rejects = take<actors::Reject>(me);
+  REQUIRE(rejects.size() == 1);
+  CHECK(rejects[0].reason.find("token") != std::string::npos);
+  join.token_proof = actors::token_proof(token_in(token.path()), 9, join.nonce);
+  caf::anon_send(gm, join);
+  cluster.sim().run();
+  CHECK(messages(me).empty());
+  CHECK(cluster.grid_master().stale_join_proofs == 2);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1});
+}
+
+TEST_CASE("a flood of Joins without a nonce holds a bounded number of challenges, and a node still joins") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  cluster.add(1, make_store(64, 1.0f), true);
+  const caf::actor me = cluster.sim().recorder("flood");
+  for (std::uint64_t id = 100; id < 100 + actors::kMaxJoinChallenges + 500; ++id)
+    caf::anon_send(cluster.grid_master_actor(), recorded_join(me, id, *cluster.store(1)));
+  cluster.sim().run();
+  CHECK(take<actors::JoinChallenge>(me).size() == actors::kMaxJoinChallenges + 500);
+  CHECK(cluster.grid_master().challenges.size() == actors::kMaxJoinChallenges);
+  cluster.add(2, make_store(64, 2.0f), true);
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1, 2});
 }
 
 TEST_CASE("garbage sent to a node is dropped and counted, and the cluster goes on") {

@@ -71,9 +71,11 @@ TEST_CASE("every message type crosses a real connection whole") {
   const allreduce::RoundKey key{3, 5, 1, 7, 11};
   FloatPayload payload{{1.5f, -2.25f, 3e7f, 0.0f}};
 
-  const Join join{42, "h:1", "h:11", 0xabcdef, 99, protocol_version, "proof", a, std::vector<caf::actor>(kDimsOffered, a),
-                  std::vector<caf::actor>(kDimsOffered, a)};
+  const Join join{42, "h:1", "h:11", 0xabcdef, 99, protocol_version, 5, 0x1234567890abcdefull, "proof", a,
+                  std::vector<caf::actor>(kDimsOffered, a), std::vector<caf::actor>(kDimsOffered, a)};
   CHECK(text(c.round_trip(join)) == text(join));
+  const JoinChallenge challenge{42, 5, 0xfedcba0987654321ull};
+  CHECK(text(c.round_trip(challenge)) == text(challenge));
   const Welcome welcome{42, 3, "grid:\n  dims: 2\n", a, "h:9", 9};
   CHECK(text(c.round_trip(welcome)) == text(welcome));
   const Reject reject{42, "a different model"};

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   auto& system = system_for_handles();
   const std::vector<char> buffer(reinterpret_cast<const char*>(data) + 1, reinterpret_cast<const char*>(data) + size);
-  switch (data[0] % 14) {
+  switch (data[0] % 15) {
     case 0: load<FloatPayload>(system, buffer); break;
     case 1: load<Join>(system, buffer); break;
     case 2: load<Welcome>(system, buffer); break;
@@ -49,7 +49,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 10: load<GridState>(system, buffer); break;
     case 11: load<NodeReport>(system, buffer); break;
     case 12: load<GridView>(system, buffer); break;
-    default: load<LayoutState>(system, buffer); break;
+    case 13: load<LayoutState>(system, buffer); break;
+    default: load<JoinChallenge>(system, buffer); break;
   }
   return 0;
 }
