@@ -596,6 +596,10 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         return true;
       },
       [self](silence_atom) { watch_silence(self); },
+      [self](stats_atom) -> JoinStats {
+        const auto& s = self->state;
+        return {s.rejected, s.stale_join_proofs, s.bad_messages};
+      },
       [self](grid_view_atom) -> caf::result<GridView> {
         if (self->state.electing) return caf::make_error(caf::sec::request_receiver_down, "electing a GridMaster");
         return grid_view(self->state);

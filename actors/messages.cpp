@@ -91,6 +91,8 @@ void register_message_types(caf::actor_system_config& cfg) {
       .add_message_type<GridView>("gridtrain::grid_view")
       .add_message_type<RoundStats>("gridtrain::round_stats")
       .add_message_type<DimensionStats>("gridtrain::dimension_stats")
+      .add_message_type<DataPlaneStats>("gridtrain::data_plane_stats")
+      .add_message_type<JoinStats>("gridtrain::join_stats")
       .add_message_type<NodeStats>("gridtrain::node_stats");
 }
 

@@ -431,14 +431,26 @@ typename Inspector::result_type inspect(Inspector& f, DimensionStats& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, DataPlaneStats& x) {
+  return f(caf::meta::type_name("data_plane_stats"), x.handshakes, x.bad_frames, x.oversized, x.truncated,
+           x.strangers);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, JoinStats& x) {
+  return f(caf::meta::type_name("join_stats"), x.rejected, x.replayed, x.bad_messages);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
-  return f(caf::meta::type_name("node_stats"), x.node_id, x.member, x.dims, x.bad_messages);
+  return f(caf::meta::type_name("node_stats"), x.node_id, x.member, x.dims, x.bad_messages, x.data_plane, x.joins);
 }
 
 // -- atoms (requests and signals without a body) -----------------------------------------------------------------
 
 using grid_view_atom = caf::atom_constant<caf::atom("gridview")>;  // -> GridView (Node, GridMaster)
-using stats_atom = caf::atom_constant<caf::atom("stats")>;        // -> NodeStats / DimensionStats / RoundStats
+// -> NodeStats (Node) / DimensionStats (DimensionNode) / JoinStats (GridMaster)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // Node: time to report
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // DimensionNode: a round's quorum timeout passed

@@ -210,9 +210,11 @@ std::chrono::milliseconds silence_limit(const config::Config& config) {
 // A GridMaster linked to this node, on a thread of its own unless the node runs deterministically (see
 // NodeSetup::grid_master_thread).
 caf::actor spawn_grid_master(Self self, GridMasterSetup setup) {
-  if (self->state.setup.grid_master_thread)
-    return self->spawn<caf::linked + caf::detached>(grid_master, std::move(setup));
-  return self->spawn<caf::linked>(grid_master, std::move(setup));
+  auto& s = self->state;
+  s.hosted_grid_master = s.setup.grid_master_thread
+                             ? self->spawn<caf::linked + caf::detached>(grid_master, std::move(setup))
+                             : self->spawn<caf::linked>(grid_master, std::move(setup));
+  return s.hosted_grid_master;
 }
 
 // The GridMaster this node hosts: a bootstrap's (no `takeover`) or a candidate's.
@@ -637,7 +639,21 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           auto& s = self->state;
           std::uint64_t bad = s.bad_messages;
           for (const auto& d : dims) bad += d.rounds.malformed;
-          promise.deliver(NodeStats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, {}});
+          NodeStats stats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, {}, {}, {}};
+          const dataplane::LinkRefusals refused = s.data->refusals();
+          stats.data_plane = {refused.handshakes, refused.bad_frames, refused.oversized, refused.truncated,
+                              s.setup.data_plane->strangers()};
+          if (!s.hosted_grid_master) {
+            promise.deliver(std::move(stats));
+            return;
+          }
+          // What the GridMaster it hosts turned away (one that ended does not answer: none then).
+          self->request(s.hosted_grid_master, std::chrono::seconds(5), stats_atom::value)
+              .then([promise, stats](JoinStats& joins) mutable {
+                      stats.joins = joins;
+                      promise.deliver(std::move(stats));
+                    },
+                    [promise, stats](caf::error&) mutable { promise.deliver(std::move(stats)); });
         });
         return promise;
       },

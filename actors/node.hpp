@@ -120,6 +120,7 @@ struct NodeState {
   // us asks us first. Held (at most kMaxWaitingJoins) until we stand, follow another, or a lower member answers.
   std::vector<Join> early_votes;
   caf::actor candidate;     // the GridMaster it stands as successor with, while electing
+  caf::actor hosted_grid_master;  // the last GridMaster it spawned (a bootstrap's or a candidate's): for its stats
   std::uint64_t rejoins = 0;      // times it lost the cluster and was welcomed back
   std::uint64_t failovers = 0;    // of those, times a successor took over with it in its place
   std::uint64_t warm_starts = 0;  // models copied from a line peer on rejoining

@@ -57,11 +57,29 @@ struct GateStats {
   std::uint64_t tls_refused = 0;     // TLS on one side only, or a certificate that fails the cluster CA's check
 };
 
+// What a node's data plane refused (dataplane::LinkRefusals), and the strangers at its process's data port.
+struct DataPlaneStats {
+  std::uint64_t handshakes = 0;  // handshakes that failed either way: no cluster token, TLS on one side, another CA
+  std::uint64_t bad_frames = 0;  // 64 bytes that were no frame header
+  std::uint64_t oversized = 0;   // frames longer than any chunk of our lines, refused before a byte was read
+  std::uint64_t truncated = 0;   // connections that ended inside a frame
+  std::uint64_t strangers = 0;   // connections to the data port that sent no data-plane hello
+};
+
+// What the GridMaster a node hosts turned away; all 0 where it hosts none.
+struct JoinStats {
+  std::uint64_t rejected = 0;      // Joins answered with a Reject: another protocol or model, a bad proof, ...
+  std::uint64_t replayed = 0;      // Joins with a nonce it did not send or took already (grid_master.hpp), dropped
+  std::uint64_t bad_messages = 0;  // unexpected or malformed messages it dropped
+};
+
 struct NodeStats {
   std::uint64_t node_id = 0;
   bool member = false;               // welcomed and not yet left
   std::vector<DimensionStats> dims;  // one per dimension a node offers (grid::kMaxDims), dimension d at index d
   std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
+  DataPlaneStats data_plane;
+  JoinStats joins;
   GateStats gate;                    // filled by NodeHandle::stats() in the node's process; not sent over the wire
   RoundStats total() const {
     RoundStats sum;

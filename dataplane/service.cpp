@@ -14,6 +14,8 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <string_view>
+#include <tuple>
 
 #include "dataplane/tls.hpp"
 
@@ -88,7 +90,9 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
     std::vector<float> payload;
   };
   std::deque<Held> held;  // local frames of a newer line version
-  std::atomic<std::uint64_t> refused{0};
+  struct Refused {
+    std::atomic<std::uint64_t> handshakes{0}, bad_frames{0}, oversized{0}, truncated{0};
+  } refused;
   bool closed = false;
 };
 
@@ -100,8 +104,13 @@ struct Service::Impl {
   // Handshakes under way (the service's thread only). Shared with them: a handshake still pending when the service
   // ends is destroyed with the io_context, after this Impl.
   std::shared_ptr<std::size_t> pending_handshakes = std::make_shared<std::size_t>(0);
-  // (node, peer) pairs whose TLS refusal was logged (the service's thread only).
-  std::set<std::pair<std::uint64_t, std::uint64_t>> tls_refusals_logged;
+  // (what, node, peer) whose refusal was logged (the service's thread only): a peer that keeps redialing with a
+  // bad certificate, or keeps sending bad frames, logs one line, not one a try.
+  std::set<std::tuple<std::string_view, std::uint64_t, std::uint64_t>> refusals_logged;
+  bool first_time(std::string_view what, std::uint64_t node, std::uint64_t peer) {
+    return refusals_logged.size() < 4096 && refusals_logged.emplace(what, node, peer).second;
+  }
+  void count_stranger() { ++service.strangers_; }
 
   explicit Impl(Service& s) : service(s) {}
   std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
@@ -323,12 +332,12 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
     auto challenge = decode_challenge(challenge_bytes);
     if (!challenge) return done(challenge.error().message);
     if (challenge.value().refusal != Refusal::none) {
-      if (challenge.value().refusal == Refusal::tls_mismatch) ++link->endpoint.refused;
+      if (challenge.value().refusal == Refusal::tls_mismatch) ++link->endpoint.refused.handshakes;
       return done("refused: " + to_string(challenge.value().refusal));
     }
     const auto& setup = link->endpoint.setup;
     if (!equal_macs(challenge.value().mac, acceptor_mac(setup.mac, nonce, setup.node_id, link->peer))) {
-      ++link->endpoint.refused;
+      ++link->endpoint.refused.handshakes;
       return done("it does not hold the cluster token");
     }
     encode(Proof{dialer_mac(setup.mac, challenge.value().nonce, setup.node_id, link->peer)},
@@ -345,7 +354,7 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
     auto verdict = decode_verdict(verdict_bytes);
     if (!verdict) return done(verdict.error().message);
     if (verdict.value().refusal != Refusal::none) {
-      ++link->endpoint.refused;
+      ++link->endpoint.refused.handshakes;
       return done("refused: " + to_string(verdict.value().refusal));
     }
     if (!tls_context()) {
@@ -357,7 +366,7 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
     session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::dialer);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
       if (!ok) {
-        ++self->link->endpoint.refused;
+        ++self->link->endpoint.refused.handshakes;
         const std::string& why = self->session->error();
         return self->done("TLS: " + (why.empty() ? std::string("timed out") : why));
       }
@@ -547,7 +556,10 @@ void Link::pump_read() {
     std::size_t got = 0;
     if (want != 0) {
       const TlsIo io = receive_some(to, want);
-      if (io.failed) return fail(io_error);
+      if (io.failed) {
+        if (in_payload || in_header_got > 0) ++endpoint.refused.truncated;
+        return fail(io_error);
+      }
       if (io.bytes == 0)
         return await(io.want == TlsWant::write ? tcp::socket::wait_write : tcp::socket::wait_read, &Link::read_armed,
                      &Link::pump_read);
@@ -559,9 +571,11 @@ void Link::pump_read() {
       if (in_header_got < kFrameHeaderBytes) continue;
       auto header = decode_frame_header(in_header);
       if (!header) {
-        ++endpoint.refused;
-        spdlog::warn("data plane: node {:016x}: node {:016x} sent a bad frame ({}); closing its connection",
-                     endpoint.setup.node_id, peer, header.error().message);
+        ++endpoint.refused.bad_frames;
+        if (endpoint.service.first_time("bad frame", endpoint.setup.node_id, peer))
+          spdlog::warn("data plane: node {:016x}: node {:016x} sent a bad frame ({}); closing its connection (said "
+                       "once per peer)",
+                       endpoint.setup.node_id, peer, header.error().message);
         return fail("a bad frame");
       }
       current = header.value();
@@ -590,10 +604,11 @@ void Link::resume() {
   switch (landing.kind) {
     case Landing::Kind::wait: paused = true; return;
     case Landing::Kind::refuse:
-      ++endpoint.refused;
-      spdlog::warn("data plane: node {:016x}: node {:016x} sent a frame of {} floats, more than any line of ours "
-                   "carries; closing its connection",
-                   endpoint.setup.node_id, peer, current.length);
+      ++endpoint.refused.oversized;
+      if (endpoint.service.first_time("frame too long", endpoint.setup.node_id, peer))
+        spdlog::warn("data plane: node {:016x}: node {:016x} sent a frame of {} floats, more than any line of ours "
+                     "carries; closing its connection (said once per peer)",
+                     endpoint.setup.node_id, peer, current.length);
       return fail("a frame too long");
     case Landing::Kind::scratch:
       if (scratch.size() < landing.floats) scratch.resize(landing.floats);  // at most max_chunk_floats
@@ -699,7 +714,7 @@ void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header,
       r->landed(header, landing, {});
       return;
     case Landing::Kind::scratch: r->landed(header, landing, payload); return;
-    case Landing::Kind::refuse: ++refused; return;
+    case Landing::Kind::refuse: ++refused.oversized; return;
     case Landing::Kind::drain: return;
   }
 }
@@ -755,7 +770,10 @@ void Endpoint::deadline(const allreduce::RoundKey& key) {
 
 const DimensionCounters& Endpoint::counters(std::uint32_t dim) const { return state_->counters[dim]; }
 
-std::uint64_t Endpoint::links_refused() const { return state_->refused.load(); }
+LinkRefusals Endpoint::refusals() const {
+  const auto& r = state_->refused;
+  return {r.handshakes.load(), r.bad_frames.load(), r.oversized.load(), r.truncated.load()};
+}
 
 void Endpoint::close() {
   if (!state_) return;
@@ -782,9 +800,9 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   }
 
   void on_hello(std::error_code e) {
-    if (e) return end();
+    if (e) return stranger();  // silent past the handshake's time, or gone
     auto hello = decode_hello(hello_bytes);
-    if (!hello) return end();  // not ours: a stranger gets no answer
+    if (!hello) return stranger();  // not ours: a stranger gets no answer
     this->hello = hello.value();
     Challenge challenge;
     endpoint = service.endpoint(this->hello.to_node);
@@ -801,6 +819,10 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
     }
     encode(challenge, std::span<std::byte, kChallengeBytes>(challenge_bytes));
     const bool go_on = challenge.refusal == Refusal::none;
+    if (challenge.refusal == Refusal::tls_mismatch && endpoint)
+      ++endpoint->refused.handshakes;
+    else if (!go_on)
+      service.count_stranger();
     asio::async_write(socket, asio::buffer(challenge_bytes),
                       [self = shared_from_this(), go_on](std::error_code e, std::size_t) {
                         if (e || !go_on) return self->end();
@@ -816,10 +838,11 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
     if (!proof || !equal_macs(proof.value().mac,
                               dialer_mac(endpoint->setup.mac, nonce, hello.from_node, hello.to_node))) {
       verdict.refusal = Refusal::bad_proof;
-      ++endpoint->refused;
-      spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: it does not hold the cluster "
-                   "token",
-                   hello.to_node, hello.from_node);
+      ++endpoint->refused.handshakes;
+      if (service.first_time("bad proof", hello.to_node, hello.from_node))
+        spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: it does not hold the cluster "
+                     "token (said once per peer)",
+                     hello.to_node, hello.from_node);
     }
     encode(verdict, std::span<std::byte, kVerdictBytes>(verdict_bytes));
     asio::async_write(socket, asio::buffer(verdict_bytes),
@@ -843,10 +866,8 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
         return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), std::move(self->session));
       }
       if (!ok) {
-        ++self->endpoint->refused;
-        // Once per pair of nodes: a peer that keeps redialing with a bad certificate logs one line, not one a try.
-        auto& logged = self->service.tls_refusals_logged;
-        if (logged.size() < 1024 && logged.emplace(self->hello.to_node, self->hello.from_node).second) {
+        ++self->endpoint->refused.handshakes;
+        if (self->service.first_time("tls", self->hello.to_node, self->hello.from_node)) {
           const std::string& why = self->session->error();
           spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: TLS: {} (said once per "
                        "peer)",
@@ -858,6 +879,11 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   }
 
   const std::shared_ptr<const TlsContext>& tls_context() const { return service.service.options().tls; }
+
+  void stranger() {
+    service.count_stranger();
+    end();
+  }
 
   void end() {
     timer.cancel();

@@ -55,6 +55,16 @@ struct ServiceOptions {
   std::shared_ptr<const TlsContext> tls = nullptr;
 };
 
+// What an endpoint refused of its peers' connections and frames; each refusal closes the connection, and is
+// logged once per pair of nodes.
+struct LinkRefusals {
+  std::uint64_t handshakes = 0;  // handshakes that failed either way: no cluster token, TLS on one side, another CA
+  std::uint64_t bad_frames = 0;  // 64 bytes that are no frame header
+  std::uint64_t oversized = 0;   // a frame longer than any chunk of our lines: refused before a byte of it is read
+  std::uint64_t truncated = 0;   // the connection ended inside a frame
+  std::uint64_t total() const { return handshakes + bad_frames + oversized + truncated; }
+};
+
 struct EndpointSetup {
   std::uint64_t node_id = 0;
   ModelAccess model;
@@ -82,8 +92,8 @@ class Endpoint {
   void deadline(const allreduce::RoundKey& key);
   // What dimension `dim` counted so far. REQUIRES: dim < kMaxLineDims.
   const DimensionCounters& counters(std::uint32_t dim) const;
-  // Frames that could not be read because they were refused (lengths no line of ours has) or the handshake failed.
-  std::uint64_t links_refused() const;
+  // The connections and frames refused so far, by kind.
+  LinkRefusals refusals() const;
   // The node ends: its lines and links go; no event comes after this returns... once the service has run it.
   void close();
 
@@ -106,6 +116,9 @@ class Service : public std::enable_shared_from_this<Service> {
   // Connections closed at accept because kMaxPendingHandshakes were under way (an idle flood holds at most that
   // many sockets, each for the handshake timeout).
   std::uint64_t handshakes_overflowed() const { return handshakes_overflowed_; }
+  // Connections whose first bytes were no data-plane hello, or that said nothing within the handshake's time, or
+  // that asked for a node or protocol not here: strangers, closed without an answer beyond a refusal code.
+  std::uint64_t strangers() const { return strangers_; }
   static constexpr std::size_t kMaxPendingHandshakes = 64;
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
   // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
@@ -129,6 +142,7 @@ class Service : public std::enable_shared_from_this<Service> {
   std::unique_ptr<Impl> impl_;
   std::string address_;
   std::atomic<std::uint64_t> handshakes_overflowed_{0};
+  std::atomic<std::uint64_t> strangers_{0};
   std::thread thread_;
 };
 

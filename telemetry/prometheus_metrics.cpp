@@ -52,13 +52,20 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                     node);
   shortfalls_ = counter(r, "gridtrain_quorum_shortfalls_total",
                         "rounds completed with a chunk averaged over fewer than all peers", node);
-  auto& refused = prometheus::BuildCounter()
-                      .Name("gridtrain_connections_refused_total")
-                      .Help("connections the node's gate turned away before CAF saw a byte, by reason")
-                      .Register(r);
-  for (const char* reason : {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow", "tls"})
-    refused_.push_back(&refused.Add({{"node", node}, {"reason", reason}}));
-  refused_seen_.assign(refused_.size(), 0);
+  refused_ = by_reason(r, "gridtrain_connections_refused_total",
+                       "connections the node's gate turned away before CAF saw a byte, by reason", node,
+                       {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow", "tls"});
+  data_refused_ = by_reason(r, "gridtrain_data_refused_total",
+                            "data-plane connections and frames refused (each closes its connection), by reason", node,
+                            {"handshake", "bad_frame", "oversized", "truncated", "stranger"});
+  joins_refused_ = by_reason(r, "gridtrain_joins_refused_total",
+                             "Joins the GridMaster this node hosts turned away: rejected (with a reason), or "
+                             "replayed (a nonce it did not send or took already)",
+                             node, {"rejected", "replayed"});
+  dropped_ = counter(r, "gridtrain_messages_dropped_total",
+                     "control messages and frames that could not belong to this node (unexpected, malformed), "
+                     "dropped",
+                     node);
   accepted_ = counter(r, "gridtrain_connections_accepted_total",
                       "connections that proved the cluster token at the node's gate and went on to CAF", node);
   samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
@@ -67,6 +74,24 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
   loss_ = gauge(r, "gridtrain_train_loss", "mean training loss over the last epoch", node);
   accuracy_ = gauge(r, "gridtrain_test_accuracy", "test accuracy after the last epoch", node);
   exposer_->RegisterCollectable(registry_);
+}
+
+PrometheusMetrics::ByReason PrometheusMetrics::by_reason(prometheus::Registry& r, const std::string& name,
+                                                         const std::string& help, const std::string& node,
+                                                         std::initializer_list<const char*> reasons) {
+  auto& family = prometheus::BuildCounter().Name(name).Help(help).Register(r);
+  ByReason out;
+  for (const char* reason : reasons) out.counters.push_back(&family.Add({{"node", node}, {"reason", reason}}));
+  out.seen.assign(out.counters.size(), 0);
+  return out;
+}
+
+void PrometheusMetrics::advance_each(ByReason& c, std::initializer_list<std::uint64_t> now) {
+  std::size_t i = 0;
+  for (std::uint64_t n : now) {
+    advance(c.counters[i], n, c.seen[i]);
+    ++i;
+  }
 }
 
 std::uint16_t PrometheusMetrics::port() const {
@@ -88,10 +113,13 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   advance(bytes_received_, total.bytes_received, bytes_received_seen_);
   advance(unsent_, total.frames_unsent, unsent_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
-  const std::uint64_t refused[] = {stats.gate.not_handshake, stats.gate.wrong_protocol, stats.gate.bad_proof,
-                                   stats.gate.timed_out, stats.gate.overflow, stats.gate.tls_refused};
-  for (std::size_t i = 0; i < refused_.size(); ++i) advance(refused_[i], refused[i], refused_seen_[i]);
-  advance(accepted_, stats.gate.accepted, accepted_seen_);
+  const auto& g = stats.gate;
+  advance_each(refused_, {g.not_handshake, g.wrong_protocol, g.bad_proof, g.timed_out, g.overflow, g.tls_refused});
+  const auto& d = stats.data_plane;
+  advance_each(data_refused_, {d.handshakes, d.bad_frames, d.oversized, d.truncated, d.strangers});
+  advance_each(joins_refused_, {stats.joins.rejected, stats.joins.replayed});
+  advance(dropped_, stats.bad_messages + stats.joins.bad_messages, dropped_seen_);
+  advance(accepted_, g.accepted, accepted_seen_);
 }
 
 void PrometheusMetrics::update(const learner::EpochReport& report) {

@@ -3,8 +3,8 @@
 // observability").
 // Counters: rounds completed per dimension (rate() gives rounds/s), stale chunks dropped, quorum shortfalls, chunk
 // bytes sent and received, chunks left unsent, samples trained on, connections the gate refused (by reason) and
-// accepted. Gauges: τ, samples/s, training loss and test
-// accuracy of the last epoch.
+// accepted, what the data plane refused (by reason), messages dropped as unexpected or malformed, Joins the hosted
+// GridMaster turned away (by reason). Gauges: τ, samples/s, training loss and test accuracy of the last epoch.
 // Every series carries the label node="<name>".
 
 #include <prometheus/counter.h>
@@ -53,8 +53,19 @@ class PrometheusMetrics {
   prometheus::Counter* bytes_received_;
   prometheus::Counter* unsent_;
   prometheus::Counter* shortfalls_;
-  std::vector<prometheus::Counter*> refused_;  // by reason, in GateStats' order
-  std::vector<std::uint64_t> refused_seen_;
+  // One counter per label value, each with the cumulative count it last added up to.
+  struct ByReason {
+    std::vector<prometheus::Counter*> counters;
+    std::vector<std::uint64_t> seen;
+  };
+  static ByReason by_reason(prometheus::Registry& r, const std::string& name, const std::string& help,
+                            const std::string& node, std::initializer_list<const char*> reasons);
+  static void advance_each(ByReason& c, std::initializer_list<std::uint64_t> now);
+  ByReason refused_;       // the gate's, in GateStats' order
+  ByReason data_refused_;  // the data plane's, in DataPlaneStats' order
+  ByReason joins_refused_;  // the hosted GridMaster's: rejected, replayed
+  prometheus::Counter* dropped_;
+  std::uint64_t dropped_seen_ = 0;
   prometheus::Counter* accepted_;
   std::uint64_t accepted_seen_ = 0;
   prometheus::Counter* samples_;

@@ -113,7 +113,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(text(c.round_trip(view)) == text(view));
   const RoundStats stats{1, 2, 3, 4, 5, 6, 7, 8, 9};
   CHECK(text(c.round_trip(stats)) == text(stats));
-  const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9, {}};
+  const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9, {1, 2, 3, 4, 5}, {6, 7, 8}, {}};
   CHECK(text(c.round_trip(node_stats)) == text(node_stats));
 }
 

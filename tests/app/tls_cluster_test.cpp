@@ -139,11 +139,15 @@ TEST_CASE("with TLS on, a cluster forms and averages; another CA's certificate, 
     INFO(output);
     CHECK(code == 3);
     CHECK(output.find("wrong cluster token") != std::string::npos);
+    CHECK(output.find("another cluster") == std::string::npos);  // its own token, never logged
   }
   // The cluster is untouched: still two members.
   auto r = run_command(gridnode, status, 20s);
   CHECK(r.exit_code == 0);
   CHECK(r.output.find("nodes 2") != std::string::npos);
+  // The token is never logged, nor shown by status (the refused nodes' outputs are checked in their subcases).
+  for (const std::string& output : {a->output(), b->output(), r.output})
+    CHECK(output.find("tls test token") == std::string::npos);
 }
 
 TEST_CASE("with TLS on, two nodes train on Fashion-MNIST, average over TLS, and converge") {

@@ -126,7 +126,7 @@ TEST_CASE("a peer without the cluster token is refused, and no round runs with i
   n1.endpoint->start_round(key(3, 1));
   n2.endpoint->start_round(key(3, 1));
   CHECK_FALSE(n1.wait_done(1, 2s));
-  CHECK(n1.endpoint->links_refused() + n2.endpoint->links_refused() > 0);
+  CHECK(n1.endpoint->refusals().total() + n2.endpoint->refusals().total() > 0);
   CHECK(n1.read()[0] == 0.0f);
   CHECK(n2.read()[0] == 10.0f);
 }
@@ -233,7 +233,7 @@ TEST_CASE("with TLS on both sides, two processes' data planes run rounds to the 
   CHECK(m1 == m2);
   for (std::size_t j = 0; j < m1.size(); j += 997) CHECK(m1[j] == 5.0f + static_cast<float>(j % 1000));
   CHECK(n1.endpoint->counters(0).bytes_received == 5 * 300000 * sizeof(float));
-  CHECK(n1.endpoint->links_refused() + n2.endpoint->links_refused() == 0);
+  CHECK(n1.endpoint->refusals().total() + n2.endpoint->refusals().total() == 0);
 }
 
 TEST_CASE("a peer whose certificate another CA signed is refused, and no round runs with it") {
@@ -244,8 +244,8 @@ TEST_CASE("a peer whose certificate another CA signed is refused, and no round r
   n1.endpoint->start_round(key(3, 1));
   n2.endpoint->start_round(key(3, 1));
   CHECK_FALSE(n1.wait_done(1, 2s));
-  CHECK(n1.endpoint->links_refused() > 0);
-  CHECK(n2.endpoint->links_refused() > 0);
+  CHECK(n1.endpoint->refusals().total() > 0);
+  CHECK(n2.endpoint->refusals().total() > 0);
   CHECK(n1.read()[0] == 0.0f);
   CHECK(n2.read()[0] == 10.0f);
 }
@@ -262,7 +262,7 @@ TEST_CASE("a peer without TLS is refused by a peer with TLS, both ways round") {
     n1.endpoint->start_round(key(3, 1));
     n2.endpoint->start_round(key(3, 1));
     CHECK_FALSE(n1.wait_done(1, 1s));
-    CHECK(n1.endpoint->links_refused() > 0);
+    CHECK(n1.endpoint->refusals().total() > 0);
     CHECK(n2.read()[0] == 10.0f);
   }
 }

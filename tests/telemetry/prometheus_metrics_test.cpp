@@ -47,6 +47,9 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   stats.gate.bad_proof = 2;
   stats.gate.not_handshake = 64;
   stats.gate.accepted = 3;
+  stats.data_plane = {.handshakes = 1, .bad_frames = 2, .oversized = 3, .truncated = 4, .strangers = 5};
+  stats.joins = {.rejected = 6, .replayed = 7, .bad_messages = 1};
+  stats.bad_messages = 10;
   metrics.update(stats);
   stats.dims[0].rounds.rounds_done = 9;  // cumulative: the counter gains 4
   metrics.update(stats);
@@ -68,6 +71,14 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   CHECK(page.find(R"(gridtrain_connections_refused_total{node="n7",reason="not_handshake"} 64)") !=
         std::string::npos);
   CHECK(page.find(R"(gridtrain_connections_accepted_total{node="n7"} 3)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="handshake"} 1)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="bad_frame"} 2)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="oversized"} 3)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="truncated"} 4)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="stranger"} 5)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_joins_refused_total{node="n7",reason="rejected"} 6)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_joins_refused_total{node="n7",reason="replayed"} 7)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_messages_dropped_total{node="n7"} 11)") != std::string::npos);
 }
 
 }  // namespace gridtrain::telemetry
