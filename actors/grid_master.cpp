@@ -589,7 +589,8 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         mark_due(self, report.node_id, m->second);  // if it has not had this generation's
         // The node checks its half on its reports' timer: see send_reports() in node.cpp.
         if (++m->second.reports % kRouteCheckEvery == 0)
-          connect_directly(self, s.setup.credentials, s.setup.node_id, report.node_id, m->second.node, m->second.address);
+          connect_directly(self, s.setup.credentials, s.setup.node_id, report.node_id, m->second.node,
+                           m->second.address);
         m->second.report = std::move(report);
         m->second.heard = self->clock().now();
         confirm_if_acked(self);

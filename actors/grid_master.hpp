@@ -4,8 +4,9 @@
 // It keeps: the members (their handles and last NodeReport), the grid::Layout, the epoch and the layout version
 // (raised on every change).
 // It reacts to: Join (without a nonce: answered with a JoinChallenge; with the nonce of one, checked: protocol,
-// token proof over that nonce, model signature, a well-formed request; then Welcome or Reject with a reason), Leave, the down_msg of a member's node (it monitors every one), NodeReport, and
-// grid_view_atom (the live grid, from the last reports).
+// token proof over that nonce, model signature, a well-formed request; then Welcome or Reject with a reason),
+// Leave, the down_msg of a member's node (it monitors every one), NodeReport, grid_view_atom (the live grid, from
+// the last reports), and stats_atom (what it turned away: JoinStats).
 // On every join or leave it turns the Layout's LayoutDelta into messages: StopLine to the LineMasters that lost
 // their line, StartLine to the appointed LineMaster of each new or changed line only, and the GridState to
 // every node.

@@ -450,7 +450,8 @@ void send_reports(Self self, std::uint64_t generation) {
   // dialed at once, and may purge the routes of the other side): then the pair talks through a relay, which does
   // not report a death. Checked again every few seconds; connect_directly() says which side dials.
   if (++s.reports_sent % kRouteCheckEvery == 0 && s.grid_master)
-    connect_directly(self, s.setup.credentials, s.setup.node_id, s.grid_master_node_id, s.grid_master, s.grid_master_address);
+    connect_directly(self, s.setup.credentials, s.setup.node_id, s.grid_master_node_id, s.grid_master,
+                     s.grid_master_address);
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 

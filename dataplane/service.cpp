@@ -845,15 +845,16 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
                      hello.to_node, hello.from_node);
     }
     encode(verdict, std::span<std::byte, kVerdictBytes>(verdict_bytes));
-    asio::async_write(socket, asio::buffer(verdict_bytes),
-                      [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
-                        if (e || !ok || self->endpoint->closed) return self->end();
-                        if (!self->tls_context()) {
-                          self->timer.cancel();
-                          return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), nullptr);
-                        }
-                        self->start_tls();
-                      });
+    const bool ok = verdict.refusal == Refusal::none;
+    asio::async_write(socket, asio::buffer(verdict_bytes), [self = shared_from_this(), ok](std::error_code e,
+                                                                                           std::size_t) {
+      if (e || !ok || self->endpoint->closed) return self->end();
+      if (!self->tls_context()) {
+        self->timer.cancel();
+        return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), nullptr);
+      }
+      self->start_tls();
+    });
   }
 
   void start_tls() {

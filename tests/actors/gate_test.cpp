@@ -1,9 +1,6 @@
 // The gate in front of CAF's port (actors/gate.hpp), in real time over loopback: what a stranger sends stops at
 // the handshake, the node lives on and keeps its memory, and nodes that hold the token still join through it.
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <caf/io/all.hpp>
 
@@ -18,40 +15,11 @@
 #include "actors/token_proof.hpp"
 #include "cluster_harness.hpp"
 #include "dataplane/handshake.hpp"
+#include "raw_connection.hpp"
 #include "test_support.hpp"
 
 namespace gridtrain::testing {
 namespace {
-
-// A plain TCP connection to 127.0.0.1:port, closed with the object.
-struct Connection {
-  explicit Connection(std::uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_port = htons(port);
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-    timeval limit{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  }
-  ~Connection() { ::close(fd); }
-  void send(std::span<const std::byte> bytes) const {
-    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
-  }
-  // Exactly N bytes, or fewer if the gate closed the connection first.
-  std::vector<std::byte> receive(std::size_t n) const {
-    std::vector<std::byte> out(n);
-    std::size_t done = 0;
-    while (done < n) {
-      const ssize_t got = ::recv(fd, out.data() + done, n - done, 0);
-      if (got <= 0) break;
-      done += static_cast<std::size_t>(got);
-    }
-    out.resize(done);
-    return out;
-  }
-  int fd;
-};
 
 // The bytes that killed a node through CAF 0.17.6's BASP parser: the 8-byte big-endian 2^40, 64 times.
 std::vector<std::byte> caf_crash_bytes() {
@@ -66,13 +34,6 @@ std::array<std::byte, dataplane::kHelloBytes> hello_bytes(std::uint32_t protocol
   dataplane::encode(dataplane::Hello{protocol, 0, 0, 0, dataplane::make_nonce()},
                     std::span<std::byte, dataplane::kHelloBytes>(out));
   return out;
-}
-
-std::size_t resident_kb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
-  return 0;
 }
 
 // The node answers its grid view: it runs, and it is in its cluster.
@@ -99,15 +60,15 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
 
   SUBCASE("bytes that are no handshake: CAF 0.17's crash, random bytes, a truncated hello") {
     const std::size_t before_kb = resident_kb();
-    for (int i = 0; i < 100; ++i) Connection(port).send(caf_crash_bytes());
+    for (int i = 0; i < 100; ++i) RawConnection(port).send(caf_crash_bytes());
     std::mt19937 random(7);
     std::vector<std::byte> noise(4096);
     for (auto& x : noise) x = static_cast<std::byte>(random());
     noise[0] = std::byte{0};  // never the hello's magic by chance
-    Connection(port).send(noise);
+    RawConnection(port).send(noise);
     {
       const auto hello = hello_bytes(dataplane::kControlProtocol);
-      Connection(port).send(std::span<const std::byte>(hello).first(10));  // and then it closes
+      RawConnection(port).send(std::span<const std::byte>(hello).first(10));  // and then it closes
     }
     CHECK(eventually([&] { return counts.not_handshake == 101 && counts.timed_out == 1; }));
     CHECK(answers(a, node));
@@ -117,7 +78,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   }
 
   SUBCASE("a handshake of another channel is refused as another protocol") {
-    Connection c(port);
+    RawConnection c(port);
     c.send(hello_bytes(dataplane::kDataProtocol));
     const auto reply = c.receive(dataplane::kChallengeBytes);
     REQUIRE(reply.size() == dataplane::kChallengeBytes);
@@ -130,7 +91,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   }
 
   SUBCASE("a dialer that cannot prove the token gets a refusal, and CAF never sees it") {
-    Connection c(port);
+    RawConnection c(port);
     c.send(hello_bytes(dataplane::kControlProtocol));
     const auto reply = c.receive(dataplane::kChallengeBytes);
     REQUIRE(reply.size() == dataplane::kChallengeBytes);

@@ -4,15 +4,11 @@
 // another model or protocol. The node keeps running and averaging, its memory stays flat, its model is not
 // changed, and each drop is counted where /metrics reads it (NodeStats).
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <caf/io/all.hpp>
 
 #include <array>
 #include <cstdint>
-#include <fstream>
 #include <random>
 #include <vector>
 
@@ -22,6 +18,7 @@
 #include "cluster_harness.hpp"
 #include "dataplane/frame.hpp"
 #include "dataplane/handshake.hpp"
+#include "raw_connection.hpp"
 #include "test_support.hpp"
 
 namespace gridtrain::testing {
@@ -30,57 +27,31 @@ namespace {
 constexpr const char* kToken = "hostile-peer-test";
 constexpr std::uint64_t kIntruder = 77;  // the node id the intruder claims: in no line
 
-std::size_t resident_kb() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
-  return 0;
+// The next N bytes of `c`, all of them.
+template <std::size_t N>
+std::array<std::byte, N> exactly(const RawConnection& c) {
+  const auto bytes = c.receive(N);
+  REQUIRE(bytes.size() == N);
+  std::array<std::byte, N> out{};
+  std::copy(bytes.begin(), bytes.end(), out.begin());
+  return out;
 }
 
-// A plain TCP connection to 127.0.0.1:port.
-struct Socket {
-  explicit Socket(std::uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_port = htons(port);
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-    timeval limit{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-  }
-  ~Socket() { ::close(fd); }
-  void send(std::span<const std::byte> bytes) const {
-    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
-  }
-  template <std::size_t N>
-  std::array<std::byte, N> receive() const {
-    std::array<std::byte, N> out{};
-    std::size_t done = 0;
-    while (done < N) {
-      const ssize_t got = ::recv(fd, out.data() + done, N - done, 0);
-      REQUIRE(got > 0);
-      done += static_cast<std::size_t>(got);
-    }
-    return out;
-  }
-  int fd;
-};
-
 // A data-plane connection to node `to` that passed the handshake as node kIntruder, with the cluster token.
-std::unique_ptr<Socket> intruder_link(std::uint16_t port, std::uint64_t to) {
+std::unique_ptr<RawConnection> intruder_link(std::uint16_t port, std::uint64_t to) {
   const dataplane::MacFunction mac = [](std::span<const std::byte> m) { return actors::token_mac(kToken, m); };
-  auto s = std::make_unique<Socket>(port);
+  auto s = std::make_unique<RawConnection>(port);
   const dataplane::Hello hello{dataplane::kDataProtocol, kIntruder, to, 0, dataplane::make_nonce()};
   std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
   dataplane::encode(hello, hello_bytes);
   s->send(hello_bytes);
-  const auto challenge = dataplane::decode_challenge(s->receive<dataplane::kChallengeBytes>());
+  const auto challenge = dataplane::decode_challenge(exactly<dataplane::kChallengeBytes>(*s));
   REQUIRE(challenge.ok());
   REQUIRE(challenge.value().refusal == dataplane::Refusal::none);
   std::array<std::byte, dataplane::kProofBytes> proof{};
   dataplane::encode(dataplane::Proof{dataplane::dialer_mac(mac, challenge.value().nonce, kIntruder, to)}, proof);
   s->send(proof);
-  const auto verdict = dataplane::decode_verdict(s->receive<dataplane::kVerdictBytes>());
+  const auto verdict = dataplane::decode_verdict(exactly<dataplane::kVerdictBytes>(*s));
   REQUIRE(verdict.ok());
   REQUIRE(verdict.value().refusal == dataplane::Refusal::none);
   return s;
@@ -179,7 +150,7 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   std::vector<std::byte> noise(4096);
   for (auto& x : noise) x = static_cast<std::byte>(random());
   noise[0] = std::byte{0};  // never the hello's magic by chance
-  Socket(data_port).send(noise);
+  RawConnection(data_port).send(noise);
 
   // With the token: a truncated frame header, then the connection ends.
   intruder_link(data_port, 1)->send(std::span(header_bytes({}).data(), 30));
@@ -208,7 +179,9 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
                                     node.port());
   caf::actor seed_node;
   seed.receive(
-      [&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>&) { seed_node = caf::actor_cast<caf::actor>(p); },
+      [&](caf::node_id&, caf::strong_actor_ptr& p, std::set<std::string>&) {
+        seed_node = caf::actor_cast<caf::actor>(p);
+      },
       [&](caf::error& e) { FAIL("cannot reach the node: " << b.render(e)); });
   actors::Join other_model;
   other_model.node_id = kIntruder;

@@ -130,8 +130,9 @@ TEST_CASE("a join with another protocol version, a duplicate id or missing handl
 
 // A Join as the test's recorder `me` sends it for node `id`, with the store's model.
 actors::Join recorded_join(const caf::actor& me, std::uint64_t id, const learner::ParameterStore& store) {
+  const std::vector<caf::actor> handles(actors::kDimsOffered, me);
   return actors::Join{id, "test", "", store.signature(), store.size(), actors::protocol_version, 1, 0, "", me,
-                      std::vector<caf::actor>(actors::kDimsOffered, me), std::vector<caf::actor>(actors::kDimsOffered, me)};
+                      handles, handles};
 }
 
 // A cluster of one paced node with token "alpha", and a recorder to send Joins as.

@@ -10,7 +10,8 @@
 
 namespace gridtrain::actors {
 
-TEST_CASE("a token proof is HMAC-SHA-256 of \"gridtrain-join/\", the node id and the nonce (little-endian), keyed by the token") {
+TEST_CASE("a token proof is HMAC-SHA-256 of \"gridtrain-join/\", node id and nonce (little-endian), keyed by the "
+          "token") {
   // Computed apart from gridtrain: python3 -c "import hmac, hashlib, struct; print(hmac.new(KEY,
   //   b'gridtrain-join/' + struct.pack('<Q', ID) + struct.pack('<Q', NONCE), hashlib.sha256).hexdigest())"
   CHECK(token_proof("s3cret", 42, 7) == "8ecdaaf26101f202dc49c2e74c987b61349c559ad0b30447e8d1d962a3319d09");
