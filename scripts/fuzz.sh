@@ -9,7 +9,7 @@ build=${1:?usage: scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]}
 seconds=${2:?usage: scripts/fuzz.sh BUILD_DIR SECONDS [TARGET...]}
 shift 2
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(config idx checkpoint handshake frame messages)
+[ ${#targets[@]} -eq 0 ] && targets=(config idx checkpoint handshake frame messages ports)
 here=$(cd "$(dirname "$0")/.." && pwd)
 failed=0
 for t in "${targets[@]}"; do

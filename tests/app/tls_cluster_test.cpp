@@ -180,7 +180,7 @@ TEST_CASE("with TLS on, two nodes train on Fashion-MNIST, average over TLS, and 
     // One epoch of this MLP on half of Fashion-MNIST reaches about 0.8; chance is 0.1.
     CHECK(accuracy > 0.75);
     // It averaged with the other node: its epoch lines count rounds.
-    auto epoch = node->wait_for_line("epoch 2 ", 1s);
+    auto epoch = node->wait_for_line("epoch 2 samples ", 1s);
     REQUIRE(epoch.has_value());
     const auto rounds = epoch->find(" rounds ");
     REQUIRE(rounds != std::string::npos);
