@@ -37,6 +37,8 @@ struct RunArgs {
   int shard_count = 1;
   bool resume = false;
   int wait_members = 0;  // train only once the cluster has this many members (gridnode demo's start line)
+  std::string log_format;  // "" = metrics.log_format's
+  std::string log_level;   // "" = metrics.log_level's
 };
 
 // gridnode run: one node, until its training is done or a signal stops it.

@@ -45,6 +45,10 @@ int main(int argc, char** argv) {
                       "How many shards the training set is cut into (default 1)");
   run_cmd->add_option("--wait-members", run_args.wait_members, "Start training once the cluster has N members");
   run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
+  run_cmd->add_option("--log-format", run_args.log_format,
+                      "text (for people) or json (one object per line, for machines); overrides metrics.log_format");
+  run_cmd->add_option("--log-level", run_args.log_level,
+                      "trace, debug, info, warn or error: the least severe logged; overrides metrics.log_level");
 
   app::DemoArgs demo_args;
   auto* demo_cmd = cli.add_subcommand("demo", "Train a local cluster of N node processes on Fashion-MNIST");

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fmt/format.h>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -30,6 +31,7 @@
 #include "learner/shard.hpp"
 #include "learner/trainer.hpp"
 #include "telemetry/epoch_log.hpp"
+#include "telemetry/event_log.hpp"
 #include "telemetry/prometheus_metrics.hpp"
 
 namespace gridtrain::app {
@@ -49,17 +51,6 @@ Result<config::Endpoint> endpoint_option(const std::string& option, const std::s
   return error;
 }
 
-void configure_logging(const config::MetricsConfig& metrics) {
-  static constexpr spdlog::level::level_enum levels[] = {spdlog::level::trace, spdlog::level::debug,
-                                                         spdlog::level::info, spdlog::level::warn,
-                                                         spdlog::level::err};
-  spdlog::set_level(levels[static_cast<int>(metrics.log_level)]);
-  if (metrics.log_format == config::LogFormat::json)
-    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e","level":"%l","msg":"%v"})");
-  else
-    spdlog::set_pattern("%Y-%m-%d %H:%M:%S.%e %^%l%$ %v");
-}
-
 struct RunPlan {
   config::Config config;
   std::vector<config::Endpoint> seeds;  // asked in order; none: bootstrap a new cluster
@@ -68,8 +59,22 @@ struct RunPlan {
 
 // 1. The run's config, with the command line's overrides, checked before anything starts.
 Result<RunPlan> configure(const RunArgs& args) {
-  auto loaded = config::load_file(args.config_file, args.overrides);
-  if (!loaded) return loaded.error();
+  // --log-format and --log-level are overrides of their keys, checked as the keys are; an error names the option.
+  std::vector<std::string> overrides = args.overrides;
+  const std::pair<const char*, const std::string*> log_options[] = {{"log_format", &args.log_format},
+                                                                    {"log_level", &args.log_level}};
+  for (const auto& [key, value] : log_options)
+    if (!value->empty()) overrides.push_back(std::string("metrics.") + key + "=" + *value);
+  auto loaded = config::load_file(args.config_file, overrides);
+  if (!loaded) {
+    Error error = loaded.error();
+    for (const auto& [key, value] : log_options)
+      if (!value->empty() && error.key == std::string("metrics.") + key) {
+        error.source = std::string("--") + (key == std::string("log_format") ? "log-format" : "log-level");
+        error.key.clear();
+      }
+    return error;
+  }
   RunPlan plan{std::move(loaded).value(), {}, args.name};
   if (!args.listen.empty()) {
     auto listen = endpoint_option("--listen", args.listen);
@@ -127,7 +132,8 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
     auto data = learner::read_checkpoint(t.checkpoint_path, t.learner->params().signature());
     if (!data) return data.error();
     if (Status restored = learner::Trainer::restore(*t.learner, data.value()); !restored) return restored.error();
-    std::cout << "resumed from " << t.checkpoint_path << " at step " << data.value().step << std::endl;
+    telemetry::tell("resumed", "resumed from " + t.checkpoint_path + " at step " + std::to_string(data.value().step),
+                    {{"checkpoint", t.checkpoint_path}, {"step", data.value().step}});
   }
   if (!cfg.metrics.csv.empty()) {
     auto opened = telemetry::MetricsCsv::open(cfg.metrics.csv, args.resume);
@@ -149,7 +155,8 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
     options.progress = training->progress;
   }
   auto node = runtime.start_node(std::move(options));
-  if (node) std::cout << "listening on " << node.value().address() << std::endl;
+  if (node)
+    telemetry::tell("listening", "listening on " + node.value().address(), {{"address", node.value().address()}});
   return node;
 }
 
@@ -165,7 +172,8 @@ std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& 
   const auto joined = node.wait_joined();
   switch (joined.result) {
     case actors::JoinResult::welcomed:
-      std::cout << "joined the cluster as node " << std::hex << node.id() << std::dec << std::endl;
+      telemetry::tell("joined", fmt::format("joined the cluster as node {:x}", node.id()),
+                      {{"node", fmt::format("{:016x}", node.id())}});
       return std::nullopt;
     case actors::JoinResult::rejected:
       return fail(kRejected, "rejected by the cluster at " + cluster_name(plan, node) + ": " + joined.reason);
@@ -191,7 +199,8 @@ void warm_start(const actors::NodeHandle& node) {
   if (!copied)
     spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
   else if (copied.value())
-    std::cout << "warm start: copied the model of node " << std::hex << *copied.value() << std::dec << std::endl;
+    telemetry::tell("warm_start", fmt::format("warm start: copied the model of node {:x}", *copied.value()),
+                    {{"from", fmt::format("{:016x}", *copied.value())}});
 }
 
 // 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
@@ -210,8 +219,9 @@ Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPla
   if (!plan.config.metrics.listen) return std::unique_ptr<telemetry::PrometheusMetrics>();
   auto metrics = telemetry::PrometheusMetrics::start(*plan.config.metrics.listen, plan.name);
   if (metrics)
-    std::cout << "metrics on " << plan.config.metrics.listen->host << ":" << metrics.value()->port() << "/metrics"
-              << std::endl;
+    telemetry::tell("metrics",
+                    fmt::format("metrics on {}:{}/metrics", plan.config.metrics.listen->host, metrics.value()->port()),
+                    {{"port", metrics.value()->port()}});
   return metrics;
 }
 
@@ -228,7 +238,7 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
     for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
   };
   setup.on_epoch = [&training, prometheus, name = plan.name](const learner::EpochReport& report) {
-    std::cout << telemetry::progress_line(report) << std::endl;
+    telemetry::tell("epoch", telemetry::progress_line(report), telemetry::epoch_fields(report));
     if (training.csv) training.csv->write(name, report);
     if (prometheus) prometheus->update(report);
   };
@@ -295,9 +305,8 @@ int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::
       trainer->join();
       leave(node);
       if (Status trained = trainer->status(); !trained.ok()) return fail(kInternal, trained.error().to_string());
-      char line[64];
-      std::snprintf(line, sizeof line, "final test_accuracy %.4f", trainer->final_accuracy());
-      std::cout << line << std::endl;
+      telemetry::tell("final", fmt::format("final test_accuracy {:.4f}", trainer->final_accuracy()),
+                      {{"test_accuracy", trainer->final_accuracy()}});
       return kOk;
     }
   }
@@ -309,7 +318,7 @@ int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::
 int run(const RunArgs& args) {
   auto plan = configure(args);
   if (!plan) return fail(plan.error());
-  configure_logging(plan.value().config.metrics);
+  telemetry::configure_event_log(plan.value().config.metrics.log_format, plan.value().config.metrics.log_level);
   // Signals only set a flag; serve() turns it into a clean stop (Leave), which needs the actors.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);

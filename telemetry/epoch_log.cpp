@@ -50,4 +50,14 @@ void MetricsCsv::write(const std::string& node, const learner::EpochReport& repo
   std::fflush(file_.get());
 }
 
+nlohmann::json epoch_fields(const learner::EpochReport& r) {
+  return {{"epoch", r.epoch},
+          {"samples", r.samples},
+          {"samples_per_s", r.samples_per_s},
+          {"loss", r.loss},
+          {"test_accuracy", r.test_accuracy},
+          {"tau", std::isfinite(r.tau) ? nlohmann::json(r.tau) : nlohmann::json()},
+          {"rounds", r.rounds}};
+}
+
 }  // namespace gridtrain::telemetry

@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/result.hpp"
 #include "learner/trainer.hpp"
 
@@ -17,6 +19,9 @@ namespace gridtrain::telemetry {
 
 // "epoch E samples S samples_per_s X loss L test_accuracy A tau T rounds R" (tau "inf" when no round completed).
 std::string progress_line(const learner::EpochReport& report);
+
+// The progress line's figures as JSON fields (the json log format); tau null when no round completed.
+nlohmann::json epoch_fields(const learner::EpochReport& report);
 
 inline constexpr const char* metrics_csv_header =
     "time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds";

@@ -211,7 +211,7 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
                         return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch &&
                                last["nodes"].size() == 3;
                       },
-                      15s),
+                      30s),  // an ASan build beside other tests once took over 15 s
                   "last status: " << last.dump());
   const auto new_epoch = last["epoch"].get<std::uint64_t>();
   std::this_thread::sleep_for(1s);

@@ -2,6 +2,10 @@
 // checked on the real binary.
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <sstream>
 
 #include <chrono>
 #include <filesystem>
@@ -95,4 +99,44 @@ TEST_CASE("an unknown subcommand or option is bad input, --help is not") {
   auto help = run_command(gridnode, {"check-config", "--help"}, 30s);
   CHECK(help.exit_code == 0);
   CHECK(help.output.find("--set") != std::string::npos);
+}
+
+TEST_CASE("--log-format json: every line a node writes is one JSON object; --log-level warn keeps its events only") {
+  TempFile file("cluster:\n  listen: 127.0.0.1:0\nlearner:\n  kind: probe\n  probe_floats: 100\n");
+  auto run_node = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", "--config", file.path.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto started = gridtrain::testing::ChildProcess::start(gridnode, args);
+    REQUIRE(started.ok());
+    auto node = std::move(started).value();
+    REQUIRE_MESSAGE(node->wait_for_line("joined the cluster as node", 30s), node->output());
+    node->signal(SIGTERM);  // leaves the cluster, logging as it goes
+    REQUIRE(node->wait_exit(30s) == 0);
+    return node->output();
+  };
+  const std::string json_output = run_node({"--log-format", "json"});
+  INFO(json_output);
+  int lines = 0, logs = 0, events = 0;
+  std::istringstream in(json_output);
+  for (std::string line; std::getline(in, line); ++lines) {
+    const auto object = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE_MESSAGE(object.is_object(), line);
+    for (const char* key : {"time", "level", "event", "msg"}) CHECK(object[key].is_string());
+    if (object["event"] == "log") ++logs;
+    if (object["event"] == "listening") {
+      ++events;
+      CHECK(object["address"].get<std::string>().rfind("127.0.0.1:", 0) == 0);
+    }
+    if (object["event"] == "joined") ++events;
+  }
+  CHECK(events == 2);
+  CHECK(logs >= 2);  // the GridMaster's "joined", the node's "leaving", ...
+
+  const std::string quiet = run_node({"--log-format", "json", "--log-level", "warn"});
+  CHECK(quiet.find("\"event\":\"log\"") == std::string::npos);  // nothing at warn or worse happened
+  CHECK(quiet.find("\"event\":\"joined\"") != std::string::npos);
+
+  auto bad = run_command(gridnode, {"run", "--config", file.path.string(), "--log-format", "xml"}, 30s);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.rfind("error: --log-format: expected one of text|json, found xml", 0) == 0);
 }
