@@ -2,7 +2,8 @@
 
 #include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <fcntl.h>
 #include <netdb.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <asio.hpp>
 #include <cerrno>
 #include <cstring>
@@ -261,13 +263,18 @@ struct Fd {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits until `fd` is ready for `events`, at most until `deadline`.
+// Set on a dial's thread: the dial gives up when it is raised (its middleman actor ended).
+thread_local const std::atomic<bool>* dial_cancelled = nullptr;
+
+// Waits until `fd` is ready for `events`, at most until `deadline` (or the dial is cancelled: looked at every
+// 100 ms).
 bool wait_for(int fd, short events, Clock::time_point deadline) {
   for (;;) {
+    if (dial_cancelled && dial_cancelled->load()) return false;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left));
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
   }
@@ -401,46 +408,167 @@ caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t p
   return passed;
 }
 
-// CAF's middleman actor, but its connections pass the gate of the node they dial before CAF's handshake, and it
-// opens no port (nodes listen through Gate::open).
-class GateMiddleman : public caf::io::middleman_actor_impl {
+// The node's middleman actor: CAF's connect, whose connections pass the gate of the node they dial before CAF's
+// handshake, and no port of its own (nodes listen through Gate::open). It implements the middleman_actor
+// interface itself rather than CAF's middleman_actor_impl, whose connect() blocks the actor: a dial waits up to
+// kGateHandshakeTimeout for the other gate, and a stalled peer (SIGSTOP) then held every other dial and route
+// query of the node for 5 s; in the failover tests its survivors could not reach each other to vote. Each dial
+// runs on a thread of its own and comes back as a message; dials to one endpoint share one connection, and a
+// connection made is cached until its node goes down, as CAF's own middleman actor does (a second connection
+// between two nodes confuses CAF 0.17's BASP).
+class GateMiddleman : public caf::io::middleman_actor::base {
  public:
+  using Endpoint = std::pair<std::string, std::uint16_t>;
+  using Signatures = std::set<std::string>;
+  using Connected = std::tuple<caf::node_id, caf::strong_actor_ptr, Signatures>;
+  // A dial's thread tells the actor it is done (the outcome waits in `done_`).
+  using dialed_atom = caf::atom_constant<caf::atom("gtdialed")>;
+  struct Dialed {
+    Endpoint at;
+    caf::expected<Passed> passed;
+  };
+  // Shared with the dial threads, which may outlive the actor.
+  struct Dials {
+    std::atomic<bool> cancelled{false};
+    std::mutex lock;
+    std::vector<Dialed> done;  // REQUIRES: lock held
+  };
+
   GateMiddleman(caf::actor_config& cfg, caf::actor broker, MacFunction mac,
                 std::shared_ptr<const dataplane::TlsContext> tls, std::function<void()> on_end)
-      : middleman_actor_impl(cfg, std::move(broker)),
+      : caf::io::middleman_actor::base(cfg),
+        broker_(std::move(broker)),
         mac_(std::move(mac)),
         tls_(std::move(tls)),
-        on_end_(std::move(on_end)) {}
+        on_end_(std::move(on_end)) {
+    set_down_handler([this](caf::down_msg& down) {
+      for (auto i = cached_.begin(); i != cached_.end();)
+        i = std::get<1>(i->second) == down.source ? cached_.erase(i) : std::next(i);
+    });
+    set_exit_handler([](caf::exit_msg&) {});  // linked to CAF's middleman actor for the order of shutdown only
+  }
 
   const char* name() const override { return "gate_middleman"; }
+
+  void on_exit() override {
+    dials_->cancelled.store(true);  // dials under way give up within 100 ms
+    on_end_();
+    broker_ = nullptr;
+  }
 
   behavior_type make_behavior() override {
     // It ends with CAF's own middleman actor, which the actor system stops at shutdown.
     link_to(system().middleman().actor_handle());
-    return middleman_actor_impl::make_behavior();
-  }
-
-  void on_exit() override {
-    on_end_();
-    middleman_actor_impl::on_exit();
-  }
-
- protected:
-  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, std::uint16_t port) override {
-    auto passed = dial_through_gate(host, port, mac_, tls_);
-    if (!passed) return std::move(passed.error());
-    if (passed->session) return make_tls_scribe(system(), passed->fd, std::move(passed->session));
-    return system().middleman().backend().new_scribe(passed->fd);
-  }
-
-  caf::expected<caf::io::doorman_ptr> open(std::uint16_t, const char*, bool) override {
-    return caf::make_error(caf::sec::cannot_open_port, "a gridtrain node listens only through its gate");
+    set_default_handler([this](caf::scheduled_actor*, caf::message_view& x) -> caf::result<caf::message> {
+      if (x.content().match_elements<dialed_atom>()) take_dials();
+      return caf::message{};
+    });
+    auto refuse_port = [](auto&&...) -> caf::result<std::uint16_t> {
+      return caf::make_error(caf::sec::cannot_open_port, "a gridtrain node listens only through its gate");
+    };
+    return {
+        [refuse_port](caf::publish_atom, std::uint16_t, caf::strong_actor_ptr&, Signatures&, std::string&, bool) {
+          return refuse_port();
+        },
+        [refuse_port](caf::open_atom, std::uint16_t, std::string&, bool) { return refuse_port(); },
+        [this](caf::connect_atom, std::string& host, std::uint16_t port)
+            -> caf::delegated<caf::node_id, caf::strong_actor_ptr, Signatures> {
+          connect(Endpoint{std::move(host), port});
+          return {};
+        },
+        [this](caf::unpublish_atom atom, caf::actor_addr& addr, std::uint16_t port) -> caf::delegated<void> {
+          delegate(broker_, atom, std::move(addr), port);
+          return {};
+        },
+        [this](caf::close_atom atom, std::uint16_t port) -> caf::delegated<void> {
+          delegate(broker_, atom, port);
+          return {};
+        },
+        [this](caf::spawn_atom atom, caf::node_id& node, std::string& name, caf::message& args,
+               Signatures& signatures) -> caf::delegated<caf::strong_actor_ptr> {
+          delegate(broker_, caf::forward_atom::value, node, caf::atom("SpawnServ"),
+                   caf::make_message(atom, std::move(name), std::move(args), std::move(signatures)));
+          return {};
+        },
+        [this](caf::get_atom atom, caf::node_id& node) -> caf::delegated<caf::node_id, std::string, std::uint16_t> {
+          delegate(broker_, atom, std::move(node));
+          return {};
+        },
+    };
   }
 
  private:
+  // Answers the request from the cache, or joins a dial under way to the same endpoint, or starts one.
+  void connect(Endpoint at) {
+    auto promise = make_response_promise();
+    if (auto found = cached_.find(at); found != cached_.end()) {
+      const auto& [node, actor, signatures] = found->second;
+      promise.deliver(node, actor, signatures);
+      return;
+    }
+    auto& waiting = pending_[at];
+    waiting.push_back(std::move(promise));
+    if (waiting.size() > 1) return;
+    // The thread holds what it needs by value, and this actor weakly: it may outlive both.
+    std::thread([self = caf::actor_cast<caf::weak_actor_ptr>(this), at, mac = mac_, tls = tls_, dials = dials_] {
+      dial_cancelled = &dials->cancelled;
+      Dialed dialed{at, dial_through_gate(at.first, at.second, mac, tls)};
+      auto alive = caf::actor_cast<caf::actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
+      if (!alive || dials->cancelled.load()) {
+        if (dialed.passed) ::close(dialed.passed->fd);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> hold(dials->lock);
+        dials->done.push_back(std::move(dialed));
+      }
+      caf::anon_send(alive, dialed_atom::value);
+    }).detach();
+  }
+
+  void take_dials() {
+    std::vector<Dialed> done;
+    {
+      std::lock_guard<std::mutex> hold(dials_->lock);
+      done.swap(dials_->done);
+    }
+    for (Dialed& d : done) on_dialed(std::move(d));
+  }
+
+  // A dial's outcome: the connection goes to CAF's BASP broker for its handshake, whose answer every request
+  // waiting for the endpoint gets.
+  void on_dialed(Dialed dialed) {
+    const Endpoint at = dialed.at;
+    auto fail = [this, at](const caf::error& why) {
+      auto waiting = pending_.extract(at);
+      if (!waiting.empty())
+        for (auto& promise : waiting.mapped()) promise.deliver(why);
+    };
+    if (!dialed.passed) return fail(dialed.passed.error());
+    Passed& passed = *dialed.passed;
+    caf::io::scribe_ptr scribe = passed.session ? make_tls_scribe(system(), passed.fd, std::move(passed.session))
+                                                : system().middleman().backend().new_scribe(passed.fd);
+    request(broker_, caf::infinite, caf::connect_atom::value, std::move(scribe), at.second)
+        .then(
+            [this, at](caf::node_id& node, caf::strong_actor_ptr& actor, Signatures& signatures) {
+              if (node && actor) {
+                monitor(actor);
+                cached_.emplace(at, Connected{node, actor, signatures});
+              }
+              auto waiting = pending_.extract(at);
+              if (!waiting.empty())
+                for (auto& promise : waiting.mapped()) promise.deliver(node, actor, signatures);
+            },
+            fail);
+  }
+
+  caf::actor broker_;
   MacFunction mac_;
   std::shared_ptr<const dataplane::TlsContext> tls_;
   std::function<void()> on_end_;
+  std::shared_ptr<Dials> dials_ = std::make_shared<Dials>();
+  std::map<Endpoint, Connected> cached_;
+  std::map<Endpoint, std::vector<caf::response_promise>> pending_;
 };
 
 }  // namespace
@@ -508,20 +636,22 @@ const GateCounters& Gate::counters() const { return impl_->counters; }
 caf::io::middleman_actor gate_middleman(caf::actor_system& system, const Credentials& credentials) {
   // Keyed by the system's address and the credentials: an entry leaves the map when its actor ends, before its
   // actor system is gone, so a later system at the same address never finds a dead one.
+  // Never destroyed: a process that exits with an actor system still up (a fuzz target's cluster) would otherwise
+  // release handles at exit into actors CAF has torn down (ASan: heap-use-after-free in ~map at exit).
   using Key = std::tuple<const caf::actor_system*, std::string, const dataplane::TlsContext*>;
-  static std::mutex lock;
-  static std::map<Key, caf::io::middleman_actor> actors;
-  std::lock_guard<std::mutex> hold(lock);
+  static auto* lock = new std::mutex;
+  static auto* actors = new std::map<Key, caf::io::middleman_actor>;
+  std::lock_guard<std::mutex> hold(*lock);
   const Key key{&system, credentials.token, credentials.tls.get()};
-  if (auto found = actors.find(key); found != actors.end()) return found->second;
+  if (auto found = actors->find(key); found != actors->end()) return found->second;
   auto on_end = [key] {
-    std::lock_guard<std::mutex> hold(lock);
-    actors.erase(key);
+    std::lock_guard<std::mutex> hold(*lock);
+    actors->erase(key);
   };
   auto broker = system.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   auto actor = system.spawn<GateMiddleman, caf::detached + caf::hidden>(std::move(broker), mac_of(credentials.token),
                                                                          credentials.tls, std::move(on_end));
-  actors.emplace(key, actor);
+  actors->emplace(key, actor);
   return actor;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/result.hpp"
 
 namespace gridtrain::app {
 
@@ -56,6 +57,19 @@ struct StatusArgs {
 
 // gridnode status: the live grid, asked of any member.
 int status(const StatusArgs& args);
+
+struct PlotArgs {
+  std::string csv;           // a metrics CSV (metrics.csv), of one node or many
+  std::string out = "plots";  // the folder the PNGs go to
+};
+
+// gridnode plot: accuracy.png, loss.png, samples_per_s.png and tau.png in args.out (telemetry/metrics_plot.hpp).
+// 0 once they are written, 2 for a bad CSV or folder, 1 if gnuplot failed.
+int plot(const PlotArgs& args);
+
+// The same plots of `csv`, into `out_dir`, titled `title` (plain: no quote); what `gridnode plot` and the demo
+// draw. Error: a bad CSV or folder (bad input), or gnuplot failed (Error::key "gnuplot").
+Status draw_metrics_plots(const std::string& csv, const std::string& out_dir, const std::string& title);
 
 struct DemoArgs {
   int nodes = 4;

@@ -6,7 +6,8 @@
 //   3. relay_progress   their progress lines, prefixed "[node i]", until every node has ended (Ctrl-C stops all)
 //   4. collect          DIR/node-<i>.log (each node's whole output), the merged DIR/metrics.csv, and a summary of
 //                       every node's final test accuracy
-//   5. plot             DIR/accuracy.png (gnuplot): test accuracy against the time since each node started
+//   5. plot             DIR/accuracy.png, loss.png, samples_per_s.png, tau.png (gnuplot, app/plot_command.cpp):
+//                       each figure against the time since each node started
 // Each node runs OpenBLAS on one thread.
 
 #include <unistd.h>
@@ -24,7 +25,6 @@
 
 #include "app/child_process.hpp"
 #include "app/commands.hpp"
-#include "telemetry/accuracy_plot.hpp"
 #include "telemetry/epoch_log.hpp"
 
 namespace gridtrain::app {
@@ -155,15 +155,9 @@ bool collect(const Nodes& nodes, const std::vector<Ending>& endings, const std::
 }
 
 // 5. A failed plot is a warning: the CSV holds the same figures.
-void plot(const std::string& dir, std::size_t nodes) {
-  std::vector<std::string> names;
-  for (std::size_t i = 0; i < nodes; ++i) names.push_back(std::to_string(i));
-  std::ofstream(dir + "/accuracy.gp") << telemetry::accuracy_plot_script(dir + "/metrics.csv", names,
-                                                                         dir + "/accuracy.png",
-                                                                         "gridnode demo: test accuracy per node");
-  auto plotted = run_command("/usr/bin/env", {"gnuplot", dir + "/accuracy.gp"}, std::chrono::seconds(60));
-  if (plotted.exit_code != 0)
-    std::cerr << "warning: demo: gnuplot failed (exit " << plotted.exit_code << "): " << plotted.output;
+void plot(const std::string& dir) {
+  const Status drawn = draw_metrics_plots(dir + "/metrics.csv", dir, "gridnode demo");
+  if (!drawn.ok()) std::cerr << "warning: demo: no plots: " << drawn.error().to_string() << std::endl;
 }
 
 }  // namespace
@@ -187,8 +181,9 @@ int demo(const DemoArgs& args, const char* argv0) {
   bool stopped = false;
   const std::vector<Ending> endings = relay_progress(nodes.value(), stopped);
   const bool finished = collect(nodes.value(), endings, dir);
-  plot(dir, nodes.value().size());
-  std::cout << "demo: wrote " << dir << "/metrics.csv and " << dir << "/accuracy.png" << std::endl;
+  plot(dir);
+  std::cout << "demo: wrote " << dir << "/metrics.csv, and its plots accuracy.png, loss.png, samples_per_s.png and "
+            << "tau.png" << std::endl;
   return finished && !stopped ? kOk : kInternal;
 }
 

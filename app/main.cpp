@@ -84,6 +84,14 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--tls-key", status_args.tls_key, "The key of --tls-certificate (as cluster.tls_key)");
   status_cmd->add_option("--tls-ca", status_args.tls_ca, "The cluster CA's PEM certificate (as cluster.tls_ca)");
 
+  app::PlotArgs plot_args;
+  auto* plot_cmd = cli.add_subcommand(
+      "plot", "Draw test accuracy, loss, samples/s and tau against time, one curve per node, from a metrics CSV");
+  plot_cmd->add_option("csv", plot_args.csv, "The metrics CSV (metrics.csv; several nodes' rows may be in it)")
+      ->required();
+  plot_cmd->add_option("--out", plot_args.out, "The folder for accuracy.png, loss.png, samples_per_s.png, tau.png "
+                                               "(default plots)");
+
   // CLI11 reports through exceptions: caught here, at its boundary.
   try {
     cli.parse(argc, argv);
@@ -99,6 +107,7 @@ int main(int argc, char** argv) {
     if (status_cmd->parsed()) return app::status(status_args);
     if (demo_cmd->parsed()) return app::demo(demo_args, argv[0]);
     if (chaos_cmd->parsed()) return app::chaos(chaos_args, argv[0]);
+    if (plot_cmd->parsed()) return app::plot(plot_args);
   } catch (const std::exception& e) {
     // Our code returns errors as values; this is for what a library may throw (std::bad_alloc, CAF).
     return app::fail(app::kInternal, e.what());

@@ -66,6 +66,13 @@ bool all_past(const json& status, std::size_t nodes, const std::map<std::string,
 }
 
 // Starts `n` probe nodes and waits until each runs rounds. Every later start and status uses every address.
+// Every node's output, for a failure message.
+std::string outputs(Cluster& cluster, std::size_t n) {
+  std::string all;
+  for (std::size_t i = 0; i < n; ++i) all += "node " + std::to_string(i) + ":\n" + cluster.node(i).output() + "\n";
+  return all;
+}
+
 json start_running(Cluster& cluster, std::size_t n) {
   std::vector<std::size_t> started;
   for (std::size_t i = 0; i < n; ++i) started.push_back(cluster.start(1.0 + static_cast<double>(i)));
@@ -212,7 +219,7 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
                                last["nodes"].size() == 3;
                       },
                       30s),  // an ASan build beside other tests once took over 15 s
-                  "last status: " << last.dump());
+                  "last status: " << last.dump() << "\n" << outputs(cluster, 4));
   const auto new_epoch = last["epoch"].get<std::uint64_t>();
   std::this_thread::sleep_for(1s);
   cluster.node(gm).signal(SIGCONT);
@@ -226,7 +233,7 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
                through_old.is_object() && through_old["epoch"] == new_epoch && through_old["nodes"].size() == 4;
       },
       30s);
-  REQUIRE_MESSAGE(back, "last status: " << last.dump() << "\nold GridMaster's node:\n" << cluster.node(gm).output());
+  REQUIRE_MESSAGE(back, "last status: " << last.dump() << "\nold GridMaster's node: " << gm << "\n" << outputs(cluster, 4));
   const std::string out = cluster.node(gm).output();
   CHECK(out.find("stepping down") != std::string::npos);
   CHECK(out.find("took over") == std::string::npos);

@@ -140,3 +140,36 @@ TEST_CASE("--log-format json: every line a node writes is one JSON object; --log
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.rfind("error: --log-format: expected one of text|json, found xml", 0) == 0);
 }
+
+TEST_CASE("plot draws four PNGs from a metrics CSV of several nodes; a bad row is an error with file and line") {
+  TempFile csv("time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds\n"
+               "1.5,0,1,15000,9800.5,0.61,0.80,3.10,120\n"
+               "1.6,1,1,15000,9700.0,0.63,0.79,,0\n"  // no round completed: tau is empty
+               "time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds\n"  // a second file's header
+               "3.0,0,2,30000,9900.0,0.45,0.84,2.90,250\n"
+               "3.1,1,2,30000,9750.0,0.47,0.83,3.00,240\n");
+  const auto out = std::filesystem::temp_directory_path() / ("gridtrain-plot-" + std::to_string(::getpid()));
+  auto r = run_command(gridnode, {"plot", csv.path.string(), "--out", out.string()}, 60s);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  for (const char* plot : {"accuracy.png", "loss.png", "samples_per_s.png", "tau.png"}) {
+    std::ifstream png(out / plot, std::ios::binary);
+    char magic[4] = {};
+    png.read(magic, 4);
+    CHECK_MESSAGE(std::string(magic + 1, 3) == "PNG", plot);
+    CHECK(r.output.find(plot) != std::string::npos);
+  }
+  std::filesystem::remove_all(out);
+
+  TempFile bad("time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds\n"
+               "1.5,0,1,15000,fast,0.61,0.80,3.10,120\n");
+  auto refused = run_command(gridnode, {"plot", bad.path.string(), "--out", out.string()}, 60s);
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.output.rfind("error: " + bad.path.string() + ":2: field 5 ('fast') is not a finite number", 0) == 0);
+  // A node name that could reach gnuplot's script is refused before gnuplot runs.
+  TempFile crafted("1.5,x' ; system('touch /tmp/owned') ; ',1,15000,9800.5,0.61,0.80,3.10,120\n");
+  auto injected = run_command(gridnode, {"plot", crafted.path.string(), "--out", out.string()}, 60s);
+  CHECK(injected.exit_code == 2);
+  CHECK(injected.output.find("is not plain") != std::string::npos);
+  std::filesystem::remove_all(out);
+}

@@ -171,10 +171,12 @@ TEST_CASE("gridnode demo with two nodes for one epoch averages, relays progress,
   text << csv.rdbuf();
   CHECK(count_lines(text.str(), "time_s,node,epoch,") == 1);
   CHECK(count_lines(text.str(), "") == 3);  // the header and one row per node
-  std::ifstream png(out / "accuracy.png", std::ios::binary);
-  char magic[4] = {};
-  png.read(magic, 4);
-  CHECK(std::string(magic + 1, 3) == "PNG");
+  for (const char* plot : {"accuracy.png", "loss.png", "samples_per_s.png", "tau.png"}) {
+    std::ifstream png(out / plot, std::ios::binary);
+    char magic[4] = {};
+    png.read(magic, 4);
+    CHECK_MESSAGE(std::string(magic + 1, 3) == "PNG", plot);
+  }
   CHECK(fs::exists(out / "cluster.yaml"));
 }
 
