@@ -2,6 +2,8 @@
 #   make demo   installs what is missing, builds, and trains a small local cluster on Fashion-MNIST
 #   make test   installs what is missing, builds, and runs the whole test suite (what CI runs)
 # Others:
+#   make package            the Debian packages gridtrain (and gridtrain-cuda when CUDA is built) in build/
+#   make test-hosts         the boot path across hosts: network namespaces booting as the AWS user data does (root)
 #   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders; see tsan below)
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)
 #   make fuzz               builds the fuzz targets with clang's libFuzzer and runs each for FUZZ_SECONDS
@@ -11,7 +13,7 @@ BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build test demo asan tsan tsan-actors bench chaos fuzz clean
+.PHONY: all deps test-deps configure build test demo package test-hosts asan tsan tsan-actors bench chaos fuzz clean
 
 all: build
 
@@ -26,8 +28,20 @@ configure: deps $(BUILD)/build.ninja
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: build
+# The suite also lints the deployment (shell scripts, the CloudFormation template): its tools come with test-deps.
+test-deps:
+	@scripts/install-deps.sh test
+
+test: test-deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+package: build
+	cd $(BUILD) && cpack -G DEB
+	@ls $(BUILD)/*.deb
+
+# Needs root (network namespaces); about a minute. Not part of `make test`.
+test-hosts: test-deps build
+	tests/hosts/run.sh $(BUILD)
 
 demo: build
 	$(BUILD)/gridnode demo

@@ -6,6 +6,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <netdb.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -512,6 +513,11 @@ class GateMiddleman : public caf::io::middleman_actor::base {
     // The thread holds what it needs by value, and this actor weakly: it may outlive both.
     std::thread([self = caf::actor_cast<caf::weak_actor_ptr>(this), at, mac = mac_, tls = tls_, dials = dials_] {
       dial_cancelled = &dials->cancelled;
+      // OpenSSL's state for this thread (the handshake's HMACs, TLS) goes with it, whenever the thread ends: a
+      // dial still under way when the process exits is not left holding it.
+      struct ThreadStop {
+        ~ThreadStop() { OPENSSL_thread_stop(); }
+      } stop_openssl;
       Dialed dialed{at, dial_through_gate(at.first, at.second, mac, tls)};
       auto alive = caf::actor_cast<caf::actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
       if (!alive || dials->cancelled.load()) {

@@ -48,6 +48,8 @@ int run(const RunArgs& args);
 struct StatusArgs {
   std::string seed_address;
   bool json = false;
+  // A node's config: the cluster token and TLS files its cluster section names (the options below override them).
+  std::string config_file;
   std::string token_file;  // "" = a cluster without a token
   // A cluster with TLS: a certificate its CA signed, its key, and the CA (as cluster.tls_*); all or none.
   std::string tls_certificate;

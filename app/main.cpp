@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
   status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster, or a list a:1,b:2")
       ->required();
   status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
+  status_cmd->add_option("--config", status_args.config_file,
+                         "A node's config: use the token and TLS files its cluster section names");
   status_cmd->add_option("--token-file", status_args.token_file,
                          "File that holds the cluster token (as cluster.token_file); the node's gate asks for it");
   status_cmd->add_option("--tls-certificate", status_args.tls_certificate,

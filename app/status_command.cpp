@@ -6,6 +6,7 @@
 #include "actors/runtime.hpp"
 #include "actors/credentials.hpp"
 #include "app/commands.hpp"
+#include "config/config.hpp"
 #include "config/endpoint.hpp"
 #include "telemetry/grid_view_text.hpp"
 
@@ -19,18 +20,27 @@ int status(const StatusArgs& args) {
     return fail(error);
   }
   config::ClusterConfig cluster;
-  cluster.token_file = args.token_file;
-  cluster.tls_certificate = args.tls_certificate;
-  cluster.tls_key = args.tls_key;
-  cluster.tls_ca = args.tls_ca;
+  if (!args.config_file.empty()) {
+    auto loaded = config::load_file(args.config_file, {});
+    if (!loaded) return fail(loaded.error());
+    cluster = loaded.value().cluster;
+  }
+  if (!args.token_file.empty()) cluster.token_file = args.token_file;
   const int tls_given = !args.tls_certificate.empty() + !args.tls_key.empty() + !args.tls_ca.empty();
   if (tls_given != 0 && tls_given != 3)
     return fail(Error{.source = "--tls-certificate",
                       .message = "expected --tls-certificate, --tls-key and --tls-ca together, or none of them"});
+  if (tls_given == 3) {
+    cluster.tls_certificate = args.tls_certificate;
+    cluster.tls_key = args.tls_key;
+    cluster.tls_ca = args.tls_ca;
+  }
   auto credentials = actors::load_credentials(cluster);
   if (!credentials) {
-    // The loader names config keys; here they came from options.
+    // The loader names config keys; where they came from options, the error names the option.
     Error error = credentials.error();
+    const bool from_option = error.key == "cluster.token_file" ? !args.token_file.empty() : tls_given == 3;
+    if (!from_option) return fail(error);
     const std::string option = "--" + error.key.substr(error.key.find('.') + 1);
     std::string flag = option;
     std::replace(flag.begin(), flag.end(), '_', '-');

@@ -111,6 +111,10 @@ struct Service::Impl {
     return refusals_logged.size() < 4096 && refusals_logged.emplace(what, node, peer).second;
   }
   void count_stranger() { ++service.strangers_; }
+  // Where every link reads the payloads it throws away (the service's thread only). On the heap, not
+  // thread_local: 64 KB of static TLS made every thread of a gridnode process need that much more stack, and
+  // civetweb's threads (the Prometheus endpoint), created with a small fixed stack, could not start (EINVAL).
+  std::vector<std::byte> drain = std::vector<std::byte>(kDrainBytes);
 
   explicit Impl(Service& s) : service(s) {}
   std::shared_ptr<EndpointState> endpoint(std::uint64_t id) {
@@ -530,7 +534,7 @@ void Link::await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go
 
 void Link::pump_read() {
   if (state != State::open || read_armed || paused) return;
-  static thread_local std::array<std::byte, kDrainBytes> drain;
+  std::vector<std::byte>& drain = endpoint.service.drain;
   std::size_t burst = 0;
   while (burst < kBurstBytes) {
     std::byte* to = nullptr;

@@ -33,6 +33,9 @@ std::vector<std::string> module_candidates() {
 #ifdef GRIDTRAIN_CUDA_MODULE_DIR
   paths.push_back(std::string(GRIDTRAIN_CUDA_MODULE_DIR) + "/" + module_name);
 #endif
+#ifdef GRIDTRAIN_CUDA_MODULE_INSTALL_DIR
+  paths.push_back(std::string(GRIDTRAIN_CUDA_MODULE_INSTALL_DIR) + "/" + module_name);
+#endif
   paths.emplace_back(module_name);  // the dynamic linker's search path
   return paths;
 }

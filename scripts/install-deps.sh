@@ -12,7 +12,15 @@ packages=(
 )
 
 # `install-deps.sh fuzz`: also clang, whose libFuzzer `make fuzz` links (the test suite's smoke runs use g++).
-if [ "${1:-}" = "fuzz" ]; then packages+=(clang); fi
+# `install-deps.sh test`: also what the test suite checks deployment with: shellcheck and curl, iproute2 (network
+# namespaces, `make test-hosts`), and npm for the CloudFormation template's linters (deploy/aws/package.json,
+# installed below into deploy/aws/node_modules at the versions its lock file pins).
+mode=${1:-}
+if [ "$mode" = "fuzz" ]; then packages+=(clang); fi
+if [ "$mode" = "test" ]; then
+  packages+=(shellcheck curl iproute2)
+  command -v npm >/dev/null || packages+=(npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -20,7 +28,18 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+npm_tools() {
+  [ "$mode" = "test" ] || return 0
+  local aws
+  aws="$(cd "$(dirname "$0")/.." && pwd)/deploy/aws"
+  [ -d "$aws/node_modules" ] && return 0
+  echo "installing the CloudFormation linters (npm ci in deploy/aws)"
+  npm ci --prefix "$aws" --no-audit --no-fund --loglevel=error
+}
+if [ ${#missing[@]} -eq 0 ]; then
+  npm_tools
+  exit 0
+fi
 
 echo "installing missing packages: ${missing[*]}"
 sudo=""
@@ -33,3 +52,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+npm_tools

@@ -173,3 +173,31 @@ TEST_CASE("plot draws four PNGs from a metrics CSV of several nodes; a bad row i
   CHECK(injected.output.find("is not plain") != std::string::npos);
   std::filesystem::remove_all(out);
 }
+
+TEST_CASE("a node's /metrics answers over HTTP while it runs (metrics.listen)") {
+  // Each thread of a gridnode process needs its static TLS on its stack: 70 KB of it once kept the Prometheus
+  // endpoint's threads, made with a small fixed stack, from starting (error: ... null context ...).
+  TempFile file("cluster:\n  listen: 127.0.0.1:0\nlearner:\n  kind: probe\n  probe_floats: 100\n"
+                "metrics:\n  listen: 127.0.0.1:0\n");
+  auto started = gridtrain::testing::ChildProcess::start(gridnode, {"run", "--config", file.path.string()});
+  REQUIRE(started.ok());
+  auto node = std::move(started).value();
+  const auto line = node->wait_for_line("metrics on 127.0.0.1:", 30s);
+  REQUIRE_MESSAGE(line.has_value(), node->output());
+  const auto colon = line->rfind(':');
+  const int port = std::stoi(line->substr(colon + 1));
+  std::string page;
+  CHECK(gridtrain::testing::eventually(
+      [&] {
+        auto r = run_command("/usr/bin/env",
+                             {"curl", "-s", "--max-time", "5", "http://127.0.0.1:" + std::to_string(port) + "/metrics"},
+                             10s);
+        page = r.output;
+        // The counters of each dimension appear with the node's first stats, a second after it started.
+        return r.exit_code == 0 && page.find("gridtrain_connections_accepted_total") != std::string::npos &&
+               page.find("gridtrain_rounds_total{dim=\"0\"") != std::string::npos;
+      },
+      20s));
+  node->signal(SIGTERM);
+  CHECK(node->wait_exit(30s) == 0);
+}
