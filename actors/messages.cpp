@@ -1,8 +1,25 @@
 #include "actors/messages.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <atomic>
 #include <string>
 
 namespace gridtrain::actors {
+
+namespace {
+std::atomic<std::uint64_t> refused_payload_count{0};
+}  // namespace
+
+std::uint64_t refused_payloads() { return refused_payload_count.load(); }
+
+void refuse_payload(std::uint64_t declared, std::size_t bytes_there) {
+  // The first few, then one in a thousand: a flood of them cannot flood the log.
+  const std::uint64_t n = ++refused_payload_count;
+  if (n <= 5 || n % 1000 == 0)
+    spdlog::warn("a message's float payload declared {} floats with {} bytes there; dropped ({} so far)", declared,
+                 bytes_there, n);
+}
 
 std::string to_string(JoinResult result) {
   switch (result) {

@@ -58,6 +58,12 @@ inline constexpr std::size_t kDimsOffered = grid::kMaxDims;
 // The largest payload a peer may announce. A garbage length must not make us allocate gigabytes.
 inline constexpr std::uint64_t max_payload_floats = std::uint64_t{1} << 28;
 
+// Float payloads refused while decoding, in this process (a declared count over max_payload_floats, or over the
+// bytes the message holds): CAF drops such a message before any handler sees it, so they are counted here, where
+// the count is checked (NodeStats::refused_payloads, /metrics). The first few are logged.
+std::uint64_t refused_payloads();
+void refuse_payload(std::uint64_t declared, std::size_t bytes_there);
+
 // A block of floats that crosses the wire as raw bytes.
 struct FloatPayload {
   std::vector<float> values;
@@ -70,11 +76,16 @@ typename Inspector::result_type inspect(Inspector& f, FloatPayload& x) {
     std::uint64_t n = x.values.size();
     if (auto err = f(n)) return err;
     if constexpr (!Inspector::reads_state) {  // loading
-      if (n > max_payload_floats) return caf::make_error(caf::sec::invalid_argument, "payload too large");
+      const auto* bytes = dynamic_cast<const caf::binary_deserializer*>(&f);
+      if (n > max_payload_floats) {
+        refuse_payload(n, bytes ? bytes->remaining() : 0);
+        return caf::make_error(caf::sec::invalid_argument, "payload too large");
+      }
       // A small message may declare a huge count: check it against the bytes that are there before allocating.
-      if (const auto* bytes = dynamic_cast<const caf::binary_deserializer*>(&f);
-          bytes && n * sizeof(float) > bytes->remaining())
+      if (bytes && n * sizeof(float) > bytes->remaining()) {
+        refuse_payload(n, bytes->remaining());
         return caf::make_error(caf::sec::invalid_argument, "payload shorter than its float count");
+      }
       x.values.resize(n);
     }
     return n == 0 ? caf::error{} : f.apply_raw(n * sizeof(float), x.values.data());
@@ -443,7 +454,8 @@ typename Inspector::result_type inspect(Inspector& f, JoinStats& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
-  return f(caf::meta::type_name("node_stats"), x.node_id, x.member, x.dims, x.bad_messages, x.data_plane, x.joins);
+  return f(caf::meta::type_name("node_stats"), x.node_id, x.member, x.dims, x.bad_messages, x.refused_payloads,
+           x.data_plane, x.joins);
 }
 
 // -- atoms (requests and signals without a body) -----------------------------------------------------------------

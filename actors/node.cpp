@@ -645,7 +645,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           auto& s = self->state;
           std::uint64_t bad = s.bad_messages;
           for (const auto& d : dims) bad += d.rounds.malformed;
-          NodeStats stats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, {}, {}, {}};
+          NodeStats stats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, refused_payloads(),
+                          {}, {}, {}};
           const dataplane::LinkRefusals refused = s.data->refusals();
           stats.data_plane = {refused.handshakes, refused.bad_frames, refused.oversized, refused.truncated,
                               s.setup.data_plane->strangers()};

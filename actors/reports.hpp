@@ -78,6 +78,7 @@ struct NodeStats {
   bool member = false;               // welcomed and not yet left
   std::vector<DimensionStats> dims;  // one per dimension a node offers (grid::kMaxDims), dimension d at index d
   std::uint64_t bad_messages = 0;    // unexpected or garbage messages dropped by the node's actors
+  std::uint64_t refused_payloads = 0;  // messages of this process refused while decoding (messages.hpp)
   DataPlaneStats data_plane;
   JoinStats joins;
   GateStats gate;                    // filled by NodeHandle::stats() in the node's process; not sent over the wire

@@ -63,8 +63,8 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                              "replayed (a nonce it did not send or took already)",
                              node, {"rejected", "replayed"});
   dropped_ = counter(r, "gridtrain_messages_dropped_total",
-                     "control messages and frames that could not belong to this node (unexpected, malformed), "
-                     "dropped",
+                     "control messages and frames that could not belong to this node (unexpected, malformed, a "
+                     "payload longer than its message), dropped",
                      node);
   accepted_ = counter(r, "gridtrain_connections_accepted_total",
                       "connections that proved the cluster token at the node's gate and went on to CAF", node);
@@ -118,7 +118,7 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   const auto& d = stats.data_plane;
   advance_each(data_refused_, {d.handshakes, d.bad_frames, d.oversized, d.truncated, d.strangers});
   advance_each(joins_refused_, {stats.joins.rejected, stats.joins.replayed});
-  advance(dropped_, stats.bad_messages + stats.joins.bad_messages, dropped_seen_);
+  advance(dropped_, stats.bad_messages + stats.joins.bad_messages + stats.refused_payloads, dropped_seen_);
   advance(accepted_, g.accepted, accepted_seen_);
 }
 

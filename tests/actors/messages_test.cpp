@@ -113,7 +113,7 @@ TEST_CASE("every message type crosses a real connection whole") {
   CHECK(text(c.round_trip(view)) == text(view));
   const RoundStats stats{1, 2, 3, 4, 5, 6, 7, 8, 9};
   CHECK(text(c.round_trip(stats)) == text(stats));
-  const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9, {1, 2, 3, 4, 5}, {6, 7, 8}, {}};
+  const NodeStats node_stats{42, true, {DimensionStats{1, 5, 7, 3, stats}}, 9, 4, {1, 2, 3, 4, 5}, {6, 7, 8}, {}};
   CHECK(text(c.round_trip(node_stats)) == text(node_stats));
 }
 
@@ -151,9 +151,11 @@ TEST_CASE("a payload that announces more floats than its message holds is refuse
   }
   caf::binary_deserializer source{nullptr, buffer};
   FloatPayload x;
+  const std::uint64_t before = refused_payloads();
   const caf::error refused = source(x);
   CHECK(refused);
   CHECK(x.values.capacity() == 0);
+  CHECK(refused_payloads() == before + 1);  // counted where /metrics reads it
 }
 
 }  // namespace gridtrain::testing

@@ -49,7 +49,8 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   stats.gate.accepted = 3;
   stats.data_plane = {.handshakes = 1, .bad_frames = 2, .oversized = 3, .truncated = 4, .strangers = 5};
   stats.joins = {.rejected = 6, .replayed = 7, .bad_messages = 1};
-  stats.bad_messages = 10;
+  stats.bad_messages = 9;
+  stats.refused_payloads = 1;
   metrics.update(stats);
   stats.dims[0].rounds.rounds_done = 9;  // cumulative: the counter gains 4
   metrics.update(stats);
