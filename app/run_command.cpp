@@ -322,6 +322,8 @@ int run(const RunArgs& args) {
   // Signals only set a flag; serve() turns it into a clean stop (Leave), which needs the actors.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  // A write to a connection the peer closed is an error the node handles (EPIPE), never the end of the process.
+  std::signal(SIGPIPE, SIG_IGN);
 
   std::optional<Training> training;
   if (plan.value().config.learner.kind == config::LearnerKind::model) {

@@ -1,5 +1,7 @@
 #include "dataplane/tls.hpp"
 
+#include <signal.h>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -42,6 +44,18 @@ std::string name_of(const X509_NAME* name) {
 
 bool readable(const std::string& path) { return std::ifstream(path).good(); }
 
+// OpenSSL writes to its sockets with write(2), which raises SIGPIPE when the peer has closed: by default that kills
+// the whole process, so a node would die whenever a TLS peer leaves or is killed mid-write. A process that runs TLS
+// connections takes EPIPE as an error instead. A handler the embedding program installed is left alone.
+void ignore_sigpipe_once() {
+  static const bool done = [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+    return true;
+  }();
+  (void)done;
+}
+
 // A key file with a passphrase would make OpenSSL prompt on the terminal; a node must fail instead.
 int no_passphrase(char*, int, int, void*) { return 0; }
 
@@ -56,6 +70,7 @@ Result<std::shared_ptr<const TlsContext>> TlsContext::load(const TlsFiles& files
   if (!readable(files.key)) return error("cluster.tls_key", files.key, "cannot read the key file");
   if (!readable(files.ca)) return error("cluster.tls_ca", files.ca, "cannot read the CA file");
 
+  ignore_sigpipe_once();
   ERR_clear_error();
   SSL_CTX* raw = SSL_CTX_new(TLS_method());
   if (raw == nullptr) precondition_violated("SSL_CTX_new failed: " + openssl_errors());

@@ -3,12 +3,16 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -148,6 +152,60 @@ TEST_CASE("with TLS on, a cluster forms and averages; another CA's certificate, 
   // The token is never logged, nor shown by status (the refused nodes' outputs are checked in their subcases).
   for (const std::string& output : {a->output(), b->output(), r.output})
     CHECK(output.find("tls test token") == std::string::npos);
+}
+
+TEST_CASE("with TLS on, a peer killed or leaving mid-transfer leaves the others running: a write to its closed socket is an error, not SIGPIPE") {
+  TempDir dir;
+  TestCertificates ours({"a", "b", "c", "s"});
+  std::ofstream(dir.path / "token") << "tls kill token\n";
+  const std::string token = (dir.path / "token").string();
+  // 16 MB models: every round's frames take a while to write, so the kill lands while a survivor writes to it.
+  const std::string probe = "grid: {dims: 1}\nlearner: {kind: probe, probe_floats: 4194304}\n";
+  auto a = start(write_config(dir.path / "a.yaml", token, &ours, "a", probe), "");
+  const std::string seed = address_of(*a);
+  auto b = start(write_config(dir.path / "b.yaml", token, &ours, "b", probe), seed);
+  auto c = start(write_config(dir.path / "c.yaml", token, &ours, "c", probe), seed);
+  const auto s = ours.files("s");
+  const std::vector<std::string> status{"status", "--seed", seed, "--token-file", token, "--tls-certificate",
+                                        s.certificate, "--tls-key", s.key, "--tls-ca", s.ca, "--json"};
+  // Rounds of 3 going on, and how many each node has run.
+  auto rounds_of = [&](std::size_t members) {
+    std::vector<std::uint64_t> rounds;
+    auto r = run_command(gridnode, status, 20s);
+    if (r.exit_code != 0) return rounds;
+    const auto view = nlohmann::json::parse(r.output, nullptr, false);
+    if (!view.is_object() || view["nodes"].size() != members) return rounds;
+    for (const auto& n : view["nodes"]) rounds.push_back(n["rounds_done"].get<std::uint64_t>());
+    return rounds;
+  };
+  std::vector<std::uint64_t> before;
+  REQUIRE(eventually([&] {
+    before = rounds_of(3);
+    return before.size() == 3 && *std::min_element(before.begin(), before.end()) > 2;
+  }, 60s));
+
+  c->signal(SIGKILL);
+  c->wait_exit(10s);
+  // Both survivors go on averaging with each other, alive well past the kill.
+  const auto total = [](const std::vector<std::uint64_t>& r) { return std::accumulate(r.begin(), r.end(), 0ull); };
+  const std::uint64_t at_kill = total(before);
+  bool went_on = eventually([&] {
+    auto now = rounds_of(2);
+    return now.size() == 2 && total(now) > at_kill;
+  }, 30s);
+  std::this_thread::sleep_for(1s);
+  INFO("a: " << a->output());
+  INFO("b: " << b->output());
+  CHECK(a->running());
+  CHECK(b->running());
+  CHECK(went_on);
+  // Then b leaves cleanly while a still sends to it, and a stays up until it is told to stop.
+  b->signal(SIGTERM);
+  CHECK(b->wait_exit(30s) == std::optional<int>(0));
+  std::this_thread::sleep_for(1s);
+  CHECK(a->running());
+  a->signal(SIGTERM);
+  CHECK(a->wait_exit(30s) == std::optional<int>(0));
 }
 
 TEST_CASE("with TLS on, two nodes train on Fashion-MNIST, average over TLS, and converge") {

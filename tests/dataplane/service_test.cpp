@@ -2,6 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <condition_variable>
@@ -216,6 +220,21 @@ TEST_CASE("TlsContext::load says which file is wrong and why") {
   CHECK(e.message.find("does not pass the check against cluster.tls_ca") != std::string::npos);
 
   CHECK(ours.context("a")->subject() == "CN=a");
+}
+
+TEST_CASE("a process that loaded a TLS context takes a write to a closed connection as EPIPE, not SIGPIPE") {
+  // OpenSSL writes with write(2); by default the write after the peer closed raises SIGPIPE and ends the process:
+  // a node whose TLS peer left or was killed would die with it.
+  testing::TestCertificates certs({"a"});
+  REQUIRE(certs.context("a") != nullptr);
+  int pair[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0);
+  ::close(pair[1]);
+  const char byte = 1;
+  errno = 0;
+  CHECK(::write(pair[0], &byte, 1) == -1);  // the test process is still here
+  CHECK(errno == EPIPE);
+  ::close(pair[0]);
 }
 
 TEST_CASE("with TLS on both sides, two processes' data planes run rounds to the exact mean") {
