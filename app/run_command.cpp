@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -204,11 +205,28 @@ void warm_start(const actors::NodeHandle& node) {
 }
 
 // 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
-// before the last has joined. False if the node ended meanwhile.
-bool wait_for_members(const actors::NodeHandle& node, int members) {
-  while (members > 0 && !stop_signal.load()) {
-    auto view = node.grid_view();
-    if (view && static_cast<int>(view.value().nodes.size()) >= members) return true;
+// before the last has joined. The wait is a start line, not a quorum: it ends once the cluster has N members, or
+// once a member already trains. Those saw N members before this node looked; if one of them has died since,
+// waiting for N again would wait for ever while the others finish without this node. False if the node ended
+// meanwhile.
+// `reached`: the cluster had N members when the node joined (it looks before its warm start, which may take a
+// while: the others may have finished and left meanwhile).
+bool members_reached(const actors::NodeHandle& node, int members) {
+  auto view = node.grid_view();
+  return members <= 0 || (view && static_cast<int>(view.value().nodes.size()) >= members);
+}
+
+bool wait_for_members(const actors::NodeHandle& node, int members, bool reached) {
+  while (!reached && !stop_signal.load()) {
+    if (auto view = node.grid_view()) {
+      const auto& nodes = view.value().nodes;
+      if (static_cast<int>(nodes.size()) >= members) return true;
+      if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.figures.samples > 0; })) {
+        spdlog::info("{} of the {} members to wait for, but the others already train: training now",
+                     nodes.size(), members);
+        return true;
+      }
+    }
     if (node.wait_for(std::chrono::milliseconds(100))) return false;
   }
   return true;
@@ -337,8 +355,10 @@ int run(const RunArgs& args) {
   if (!started) return fail(started.error());
   const actors::NodeHandle& node = started.value();
   if (auto ended = wait_for_join(plan.value(), node)) return *ended;
+  const bool members_at_join = members_reached(node, args.wait_members);
   if (training) warm_start(node);
-  if (!wait_for_members(node, args.wait_members)) return fail(kInternal, "the node ended unexpectedly");
+  if (!wait_for_members(node, args.wait_members, members_at_join))
+    return fail(kInternal, "the node ended unexpectedly");
 
   auto prometheus = start_metrics(plan.value());
   if (!prometheus) {

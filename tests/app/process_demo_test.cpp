@@ -281,3 +281,39 @@ TEST_CASE("the GridMaster's node killed mid-run and restarted with --resume resu
   CHECK(survivors.size() == 3);
   MESSAGE("mean final accuracy of the 3 survivors, with the killed node back: " << mean(survivors));
 }
+
+TEST_CASE("--wait-members is a start line: a node joining a cluster that already trains starts, even below N") {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");
+    return;
+  }
+  // As when a node of N started together is late and another dies before it looks: the cluster has fewer than N
+  // members, and they train. Waiting for N would wait for ever.
+  TempDir dir;
+  std::ofstream(dir.path / "c.yaml") << "cluster:\n  listen: 127.0.0.1:0\ngrid:\n  dims: 1\n"
+                                     << "learner:\n  kind: model\n  device: cpu\n  threads: 1\n  epochs: 6\n";
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  auto run = [&](int index, const std::string& seed, int wait_members, int epochs) {
+    std::vector<std::string> args{"run", "--config", (dir.path / "c.yaml").string(), "--listen", "127.0.0.1:0",
+                                  "--name", std::to_string(index), "--shard-index", std::to_string(index),
+                                  "--shard-count", "3", "--wait-members", std::to_string(wait_members),
+                                  "--set", "learner.epochs=" + std::to_string(epochs)};
+    if (!seed.empty()) args.insert(args.end(), {"--seed", seed});
+    auto started = ChildProcess::start(gridnode, args);
+    REQUIRE(started.ok());
+    auto node = std::move(started).value();
+    auto listening = node->wait_for_line("listening on ", kGenerous);
+    REQUIRE_MESSAGE(listening.has_value(), node->output());
+    return std::make_pair(std::move(node), listening->substr(listening->find("listening on ") + 13));
+  };
+  auto [a, seed] = run(0, "", 2, 6);
+  auto b = run(1, seed, 2, 6).first;
+  REQUIRE_MESSAGE(a->wait_for_line("epoch 1 ", kGenerous), a->output());
+  auto c = run(2, seed, 4, 1).first;
+  const auto code = c->wait_exit(kGenerous);
+  INFO("the late node:\n" << c->output());
+  CHECK(code == std::optional<int>(0));
+  CHECK(c->output().find("already train: training now") != std::string::npos);
+  CHECK(c->output().find("final test_accuracy ") != std::string::npos);
+  for (ChildProcess* node : {a.get(), b.get()}) CHECK(node->wait_exit(kGenerous) == std::optional<int>(0));
+}
