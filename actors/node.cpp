@@ -356,30 +356,86 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
 // Copies the model of a line peer (a member otherwise) into this node's store, then calls `done` with the id of
 // the member copied (0: alone in its last GridState, nothing to copy) or why it could not. Through the handle the
 // GridState carries, over the connection the pair already has (see reach()).
-void warm_start(Self self, std::function<void(Result<std::uint64_t>)> done) {
+// The member asked for its model may die before it answers (a node killed as another joins): the down handler
+// then asks the next member at once, rather than after the request's 30 s. At most kWarmStartTries members.
+constexpr std::size_t kWarmStartTries = 3;
+
+void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<void(Result<std::uint64_t>)> done) {
   auto& s = self->state;
   std::vector<Placement> places;
   if (s.grid())
-    for (const MemberState& m : s.grid()->members) places.push_back(m.place);
+    for (const MemberState& m : s.grid()->members)
+      if (std::find(tried.begin(), tried.end(), m.place.node_id) == tried.end()) places.push_back(m.place);
   const auto peer = warm_start_peer(places, s.setup.node_id);
-  if (!peer) return done(std::uint64_t{0});
+  if (!peer) {
+    if (tried.empty()) return done(std::uint64_t{0});  // alone: nothing to copy
+    return done(Error{.message = "warm start: every member asked died before it sent its model"});
+  }
   const auto member = std::find_if(s.grid()->members.begin(), s.grid()->members.end(),
                                    [&](const MemberState& m) { return m.place.node_id == peer->node_id; });
   if (!member->node) return done(Error{.message = "warm start: member " + peer->address + " has no handle"});
   const std::uint64_t from = peer->node_id;
+  const std::uint64_t sequence = ++s.warm_start_sequence;
+  tried.push_back(from);
+  s.warm_start_attempts.emplace(sequence, NodeState::WarmStart{member->node, std::move(tried), std::move(done)});
+  self->monitor(member->node);
+  // Ends the attempt `sequence` if it is still under way (nullopt otherwise: it was given up already).
+  auto take = [self, sequence]() -> std::optional<NodeState::WarmStart> {
+    auto& attempts = self->state.warm_start_attempts;
+    auto it = attempts.find(sequence);
+    if (it == attempts.end()) return std::nullopt;
+    self->demonitor(it->second.peer);
+    auto ended = std::move(it->second);
+    attempts.erase(it);
+    return ended;
+  };
   self->request(member->node, std::chrono::seconds(30), warm_params_atom::value)
       .then(
-          [self, from, done](std::uint64_t signature, FloatPayload& payload) {
+          [self, from, take](std::uint64_t signature, FloatPayload& payload) {
+            auto ended = take();
+            if (!ended) return;
             auto& s = self->state;
             if (signature != s.setup.store->signature() || payload.values.size() != s.setup.store->size())
-              return done(Error{.message = "warm start: the peer trains another model"});
+              return ended->done(Error{.message = "warm start: the peer trains another model"});
             s.setup.store->assign(payload.values);
             ++s.warm_starts;
-            done(from);
+            ended->done(from);
           },
-          [self, done](caf::error& e) {
-            done(Error{.message = "warm start: the peer did not send its model: " + self->system().render(e)});
+          [self, take](caf::error& e) {
+            auto ended = take();
+            if (!ended) return;
+            // A member that ended before it answered (CAF bounced the request): ask the next one.
+            if (e == caf::sec::request_receiver_down && ended->tried.size() < kWarmStartTries)
+              return warm_start_from(self, std::move(ended->tried), std::move(ended->done));
+            ended->done(Error{.message = "warm start: the peer did not send its model: " + self->system().render(e)});
           });
+}
+
+void warm_start(Self self, std::function<void(Result<std::uint64_t>)> done) {
+  warm_start_from(self, {}, std::move(done));
+}
+
+// An actor this node monitors ended: the warm starts that wait for it ask another member (down handler).
+void warm_start_peer_died(Self self, const caf::actor_addr& source) {
+  auto& attempts = self->state.warm_start_attempts;
+  std::vector<NodeState::WarmStart> ended;
+  for (auto it = attempts.begin(); it != attempts.end();) {
+    if (it->second.peer.address() != source) {
+      ++it;
+      continue;
+    }
+    ended.push_back(std::move(it->second));
+    it = attempts.erase(it);
+  }
+  for (NodeState::WarmStart& w : ended) {
+    spdlog::info("node {:016x}: warm start: node {:016x} died before it sent its model", self->state.setup.node_id,
+                 w.tried.back());
+    if (w.tried.size() >= kWarmStartTries)
+      w.done(Error{.message = "warm start: " + std::to_string(w.tried.size()) +
+                              " members died before they sent their model"});
+    else
+      warm_start_from(self, std::move(w.tried), std::move(w.done));
+  }
 }
 
 // Rejoined: copy a line peer's model, as a node joining a running cluster does, rather than average the model it
@@ -521,6 +577,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   drop_unexpected(self);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
+    warm_start_peer_died(self, down.source);
     if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address())
       // A GridMaster that steps down ends normally: CAF renders that reason as "none".
       lose_cluster(self,

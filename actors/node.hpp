@@ -32,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -124,6 +125,16 @@ struct NodeState {
   std::uint64_t rejoins = 0;      // times it lost the cluster and was welcomed back
   std::uint64_t failovers = 0;    // of those, times a successor took over with it in its place
   std::uint64_t warm_starts = 0;  // models copied from a line peer on rejoining
+  // The warm starts under way (one, unless a rejoin starts another), by attempt: the member asked (monitored: if
+  // it dies, another is asked at once rather than after the request's timeout), the members asked so far, and
+  // what to call when it ends. An answer to an attempt already given up finds no entry.
+  struct WarmStart {
+    caf::actor peer;
+    std::vector<std::uint64_t> tried;
+    std::function<void(Result<std::uint64_t>)> done;
+  };
+  std::map<std::uint64_t, WarmStart> warm_start_attempts;
+  std::uint64_t warm_start_sequence = 0;
   std::uint64_t report_generation = 0;  // the report timer of an older membership stops itself
   std::uint64_t reports_sent = 0;  // every kRouteCheckEvery-th report also checks the route to the GridMaster
   std::uint64_t grid_master_node_id = 0;  // from the last Welcome
