@@ -25,7 +25,7 @@ std::string token_proof(std::string_view token, std::uint64_t node_id, std::uint
 // Whether `proof` is token_proof(token, node_id, nonce), compared in constant time.
 bool token_proof_matches(std::string_view token, std::uint64_t node_id, std::uint64_t nonce, std::string_view proof);
 
-// A nonce for a JoinChallenge: 64 bits from OpenSSL's generator, never 0 (0 means "no challenge answered yet").
+// A nonce for a JoinChallenge: 64 bits from the kernel's generator, never 0 (0 means "no challenge answered yet").
 std::uint64_t make_join_nonce();
 
 // HMAC-SHA-256(key = token, message): the data plane's handshake MAC (dataplane/handshake.hpp). An empty token is

@@ -111,7 +111,8 @@ TEST_CASE("--log-format json: every line a node writes is one JSON object; --log
     auto node = std::move(started).value();
     REQUIRE_MESSAGE(node->wait_for_line("joined the cluster as node", 30s), node->output());
     node->signal(SIGTERM);  // leaves the cluster, logging as it goes
-    REQUIRE(node->wait_exit(30s) == 0);
+    const auto code = node->wait_exit(30s);
+    REQUIRE_MESSAGE(code == 0, "exit " << (code ? std::to_string(*code) : "none in 30 s") << "\n" << node->output());
     return node->output();
   };
   const std::string json_output = run_node({"--log-format", "json"});
