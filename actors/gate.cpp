@@ -545,11 +545,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   // waiting for the endpoint gets.
   void on_dialed(Dialed dialed) {
     const Endpoint at = dialed.at;
-    auto fail = [this, at](const caf::error& why) {
-      auto waiting = pending_.extract(at);
-      if (!waiting.empty())
-        for (auto& promise : waiting.mapped()) promise.deliver(why);
-    };
+    auto fail = [this, at](const caf::error& why) { answer(at, why); };
     if (!dialed.passed) return fail(dialed.passed.error());
     Passed& passed = *dialed.passed;
     caf::io::scribe_ptr scribe = passed.session ? make_tls_scribe(system(), passed.fd, std::move(passed.session))
@@ -561,11 +557,17 @@ class GateMiddleman : public caf::io::middleman_actor::base {
                 monitor(actor);
                 cached_.emplace(at, Connected{node, actor, signatures});
               }
-              auto waiting = pending_.extract(at);
-              if (!waiting.empty())
-                for (auto& promise : waiting.mapped()) promise.deliver(node, actor, signatures);
+              answer(at, node, actor, signatures);
             },
             fail);
+  }
+
+  // Every request waiting for a connection to `at` gets `answer`.
+  template <class... Ts>
+  void answer(const Endpoint& at, const Ts&... answer) {
+    auto waiting = pending_.extract(at);
+    if (!waiting.empty())
+      for (auto& promise : waiting.mapped()) promise.deliver(answer...);
   }
 
   caf::actor broker_;

@@ -360,6 +360,16 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
 // then asks the next member at once, rather than after the request's 30 s. At most kWarmStartTries members.
 constexpr std::size_t kWarmStartTries = 3;
 
+void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<void(Result<std::uint64_t>)> done);
+
+// The member `ended` asked is gone before it answered: ask the next one, unless kWarmStartTries have been asked.
+void warm_start_next(Self self, NodeState::WarmStart ended) {
+  if (ended.tried.size() >= kWarmStartTries)
+    return ended.done(Error{.message = "warm start: " + std::to_string(ended.tried.size()) +
+                                       " members ended before they sent their model"});
+  warm_start_from(self, std::move(ended.tried), std::move(ended.done));
+}
+
 void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<void(Result<std::uint64_t>)> done) {
   auto& s = self->state;
   std::vector<Placement> places;
@@ -405,8 +415,7 @@ void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<
             auto ended = take();
             if (!ended) return;
             // A member that ended before it answered (CAF bounced the request): ask the next one.
-            if (e == caf::sec::request_receiver_down && ended->tried.size() < kWarmStartTries)
-              return warm_start_from(self, std::move(ended->tried), std::move(ended->done));
+            if (e == caf::sec::request_receiver_down) return warm_start_next(self, std::move(*ended));
             ended->done(Error{.message = "warm start: the peer did not send its model: " + self->system().render(e)});
           });
 }
@@ -430,11 +439,7 @@ void warm_start_peer_died(Self self, const caf::actor_addr& source) {
   for (NodeState::WarmStart& w : ended) {
     spdlog::info("node {:016x}: warm start: node {:016x} died before it sent its model", self->state.setup.node_id,
                  w.tried.back());
-    if (w.tried.size() >= kWarmStartTries)
-      w.done(Error{.message = "warm start: " + std::to_string(w.tried.size()) +
-                              " members died before they sent their model"});
-    else
-      warm_start_from(self, std::move(w.tried), std::move(w.done));
+    warm_start_next(self, std::move(w));
   }
 }
 

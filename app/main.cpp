@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
   run_cmd->add_option("--shard-count", run_args.shard_count,
                       "How many shards the training set is cut into (default 1)");
-  run_cmd->add_option("--wait-members", run_args.wait_members, "Start training once the cluster has N members, or at once if its members already train");
+  run_cmd->add_option("--wait-members", run_args.wait_members,
+                      "Start training once the cluster has N members, or at once if its members already train");
   run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
   run_cmd->add_option("--log-format", run_args.log_format,
                       "text (for people) or json (one object per line, for machines); overrides metrics.log_format");

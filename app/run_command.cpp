@@ -207,20 +207,24 @@ void warm_start(const actors::NodeHandle& node) {
 // 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
 // before the last has joined. The wait is a start line, not a quorum: it ends once the cluster has N members, or
 // once a member already trains. Those saw N members before this node looked; if one of them has died since,
-// waiting for N again would wait for ever while the others finish without this node. False if the node ended
-// meanwhile.
-// `reached`: the cluster had N members when the node joined (it looks before its warm start, which may take a
-// while: the others may have finished and left meanwhile).
-bool members_reached(const actors::NodeHandle& node, int members) {
-  auto view = node.grid_view();
-  return members <= 0 || (view && static_cast<int>(view.value().nodes.size()) >= members);
+// waiting for N again would wait for ever while the others finish without this node.
+bool has_members(const Result<actors::GridView>& view, int members) {
+  return view && static_cast<int>(view.value().nodes.size()) >= members;
 }
 
+// Whether the cluster has N members as the node joins (it looks before its warm start, which may take a while:
+// the others may have finished and left meanwhile). No question to the cluster when no wait was asked for.
+bool members_reached(const actors::NodeHandle& node, int members) {
+  return members <= 0 || has_members(node.grid_view(), members);
+}
+
+// False if the node ended meanwhile.
 bool wait_for_members(const actors::NodeHandle& node, int members, bool reached) {
   while (!reached && !stop_signal.load()) {
-    if (auto view = node.grid_view()) {
+    const auto view = node.grid_view();
+    if (has_members(view, members)) return true;
+    if (view) {
       const auto& nodes = view.value().nodes;
-      if (static_cast<int>(nodes.size()) >= members) return true;
       if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.figures.samples > 0; })) {
         spdlog::info("{} of the {} members to wait for, but the others already train: training now",
                      nodes.size(), members);

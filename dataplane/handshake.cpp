@@ -6,7 +6,6 @@
 #include <cstdlib>
 
 #include <algorithm>
-#include <random>
 #include <string_view>
 #include <vector>
 

@@ -1,5 +1,7 @@
 #include "telemetry/metrics_plot.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
