@@ -13,6 +13,8 @@ namespace {
 
 using Self = caf::stateful_actor<LineMasterState>*;
 
+constexpr int kBurstWindow = 5;  // a StartLine within this many settle times of the one before is a burst
+
 std::uint32_t peers(const LineMasterState& s) { return static_cast<std::uint32_t>(s.line->peers.size()); }
 
 bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quorum == allreduce::QuorumMode::timeout; }
@@ -25,7 +27,7 @@ bool has_advance_quorum(const LineMasterState& s, const LineMasterState::OpenRou
 
 void start_next_round(Self self) {
   auto& s = self->state;
-  if (!s.line || peers(s) < 2 || !s.advance) return;
+  if (!s.line || peers(s) < 2 || !s.advance || s.settling) return;
   if (s.every_steps_budget) {
     if (*s.every_steps_budget == 0) return;
     --*s.every_steps_budget;
@@ -57,11 +59,24 @@ void progress(Self self, std::map<std::uint64_t, LineMasterState::OpenRound>::it
   start_next_round(self);
 }
 
+// A StartLine came: hold the first round if it came within 5·settle of the one before (see "Settling").
+void settle_after_start_line(Self self) {
+  auto& s = self->state;
+  const auto now = self->clock().now();
+  const bool burst = s.settle.count() > 0 && s.last_start_line && now - *s.last_start_line < kBurstWindow * s.settle;
+  s.last_start_line = now;
+  s.settling = burst;
+  if (!burst) return;
+  ++s.settle_generation;
+  self->delayed_send(self, s.settle, settle_atom::value, s.settle_generation);
+}
+
 }  // namespace
 
-caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim, bool paced_by_every_steps) {
-  self->state.dim = dim;
-  if (paced_by_every_steps) self->state.every_steps_budget = 0;
+caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMasterSetup setup) {
+  self->state.dim = setup.dim;
+  self->state.settle = setup.settle;
+  if (setup.paced_by_every_steps) self->state.every_steps_budget = 0;
   drop_unexpected(self);
   return {
       [self](StartLine& line) {
@@ -82,6 +97,13 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint3
         s.advance = true;
         auto message = caf::make_message(*s.line);
         for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);
+        settle_after_start_line(self);
+        start_next_round(self);
+      },
+      [self](settle_atom, std::uint64_t generation) {
+        auto& s = self->state;
+        if (generation != s.settle_generation || !s.settling) return;  // a newer StartLine restarted the wait
+        s.settling = false;
         start_next_round(self);
       },
       [self](const StopLine& stop) {

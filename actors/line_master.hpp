@@ -14,6 +14,15 @@
 // one slow or stalled peer never stops its line; it only drops out of the rounds it misses, until it catches up
 // or the failure detector removes it (a new layout version re-forms the line). A line of one peer runs no rounds.
 // It tells: every member's DimensionNode (StartLine, StartRound).
+//
+// Settling (allreduce.line_settle_ms, S): a StartLine that comes within 5·S of the one before it (a burst of joins
+// or moves is restarting this line again and again) holds the line's first round until the line has been
+// unchanged for S; a newer StartLine restarts the wait. Rounds started in such a burst would be abandoned at the
+// next restart, and their frames sent and drained for nothing: with 4,096 in-process nodes in 2-D they held the
+// cluster's rounds back for many seconds after it formed. An isolated StartLine (a failure, one join) starts its
+// rounds at once, so recovering from a fault waits for nothing. Why 5·S to tell a burst, not S: while 4,096 nodes
+// join, a line of 64 is restarted about every 250 ms, so with S = 200 ms most restarts looked isolated and started
+// rounds (measured: BENCHMARKS.md, "The control plane at scale").
 
 #include <caf/all.hpp>
 
@@ -45,14 +54,25 @@ struct LineMasterState {
   // learner; it never holds more than k, so a line that could not run (a stalled peer, no line yet) does not
   // fire a burst of rounds afterwards. nullopt when every_steps is 0: rounds back to back.
   std::optional<std::uint64_t> every_steps_budget;
+  caf::timespan settle{0};  // allreduce.line_settle_ms; 0: never hold a round
+  std::optional<caf::actor_clock::time_point> last_start_line;  // when the latest StartLine came
+  bool settling = false;           // a burst's StartLine holds the first round until settle_generation's timer
+  std::uint64_t settle_generation = 0;  // tells the latest settle timer from those a newer StartLine replaced
   std::uint64_t rounds_started = 0;
   std::uint64_t retired_early = 0;  // open rounds retired before every peer had reported them
   std::uint64_t stale = 0;
   std::uint64_t bad_messages = 0;
 };
 
-// `paced_by_every_steps`: start with an every_steps budget of 0 (see LineMasterState::every_steps_budget). Also
-// handles (allow_rounds_atom, n): n more rounds in the budget; and answers stats_atom with the rounds it started.
-caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, std::uint32_t dim, bool paced_by_every_steps);
+struct LineMasterSetup {
+  std::uint32_t dim = 0;
+  // Start with an every_steps budget of 0 (see LineMasterState::every_steps_budget).
+  bool paced_by_every_steps = false;
+  caf::timespan settle{0};  // see "Settling" above
+};
+
+// Also handles (allow_rounds_atom, n): n more rounds in the every_steps budget; and answers stats_atom with the
+// rounds it started.
+caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMasterSetup setup);
 
 }  // namespace gridtrain::actors

@@ -475,6 +475,8 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave
 // allreduce.every_steps: the learner took every_steps more steps, so a LineMaster may start more rounds.
 // Node: (allow_rounds_atom, dim, n); LineMaster: (allow_rounds_atom, n).
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
+// LineMaster, to itself: (settle_atom, generation): the line stayed unchanged for allreduce.line_settle_ms.
+using settle_atom = caf::atom_constant<caf::atom("settle")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
 // Node -> its DimensionNodes and LineMasters (and on to the data plane): the node lost the cluster; drop every line.
 // (lost_atom, epoch, layout_version): drop only a line older than that (the node was welcomed at that version,

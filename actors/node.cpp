@@ -576,7 +576,10 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
     s.dimension_nodes.push_back(
         self->spawn<caf::linked>(dimension_node,
                                  DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.credentials}));
-    s.line_masters.push_back(self->spawn<caf::linked>(line_master, d, s.setup.paced_by_every_steps));
+    s.line_masters.push_back(self->spawn<caf::linked>(
+        line_master, LineMasterSetup{.dim = d,
+                                     .paced_by_every_steps = s.setup.paced_by_every_steps,
+                                     .settle = std::chrono::milliseconds(s.setup.config.allreduce.line_settle_ms)}));
   }
   *s.data_routes = s.dimension_nodes;
   drop_unexpected(self);

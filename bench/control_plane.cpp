@@ -12,7 +12,8 @@
 // it over sizes and dimensions. The process ends without tearing the cluster down (N leaves would only measure
 // the teardown).
 //
-//   bench_control_plane --nodes N --dims D [--ops K] [--seconds S] [--report-ms R] [--floats F] [--header]
+//   bench_control_plane --nodes N --dims D [--ops K] [--seconds S] [--report-ms R] [--floats F] [--set key=value]...
+//                       [--header]
 // (defaults: 20 ops, 5 s of rounds, reports every 250 ms as gridnode sends them, probe models of 16 floats)
 
 #include <algorithm>
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   int report_ms = 250;
   int floats = 16;
   bool header = false;
+  std::vector<std::string> sets;  // config overrides, as gridnode's --set takes them
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
     if (arg("--nodes")) nodes = std::atoi(argv[++i]);
@@ -88,10 +90,11 @@ int main(int argc, char** argv) {
     else if (arg("--seconds")) seconds = std::atof(argv[++i]);
     else if (arg("--report-ms")) report_ms = std::atoi(argv[++i]);
     else if (arg("--floats")) floats = std::atoi(argv[++i]);
+    else if (arg("--set")) sets.emplace_back(argv[++i]);
     else if (!std::strcmp(argv[i], "--header")) header = true;
     else {
       std::fprintf(stderr, "usage: bench_control_plane --nodes N --dims D [--ops K] [--seconds S] [--report-ms R] "
-                           "[--floats F] [--header]\n");
+                           "[--floats F] [--set key=value]... [--header]\n");
       return 2;
     }
   }
@@ -104,9 +107,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   spdlog::set_level(spdlog::level::warn);  // a line per join and leave would be most of the output
-  auto cfg = config::load_string("{}", "<bench>",
-                                 {"learner.kind=probe", "learner.probe_floats=" + std::to_string(floats),
-                                  "grid.dims=" + std::to_string(dims)});
+  sets.insert(sets.begin(), {"learner.kind=probe", "learner.probe_floats=" + std::to_string(floats),
+                             "grid.dims=" + std::to_string(dims)});
+  auto cfg = config::load_string("{}", "<bench>", sets);
   if (!cfg) fail(cfg.error().to_string());
   actors::Runtime runtime{cfg.value()};
   auto options = [&](std::uint64_t id, const caf::actor& seed) {

@@ -56,6 +56,9 @@ struct GridConfig {
 // live in allreduce/round_config.hpp), and how often this node's learner lets its lines run a round.
 struct AllreduceConfig : allreduce::RoundConfig {
   int every_steps = 0;  // 0 = rounds back to back; n = one round per n learner steps
+  // A line restarted within 5 times this many ms of its last restart (a burst of joins) runs no round until it has
+  // been unchanged this long (actors/line_master.hpp, "Settling"); 0 = never hold.
+  int line_settle_ms = 200;
 
   bool operator==(const AllreduceConfig&) const = default;
 };

@@ -441,6 +441,8 @@ Schema::Schema() {
           "α: after a round, m <- m + α·(mean - fetched); (1 - α)·m + α·mean where the learner left m alone"));
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
           "one round per this many learner steps; 0 = rounds back to back"));
+  add(key(FIELD(allreduce, line_settle_ms), IntCodec{IntRange{0, 60000}}, 200,
+          "a line restarted again within 5 times this runs no round until it is this long unchanged; 0 = never wait"));
 
   add(key(FIELD(learner, kind), EnumCodec<LearnerKind>{}, LearnerKind::model,
           "model: train; probe: no training, allreduce probe_floats floats (a cluster health check)"));

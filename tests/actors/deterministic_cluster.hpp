@@ -5,7 +5,7 @@
 // the cluster message by message. Paced nodes (NodeSetup::paced_by_every_steps) run exactly the rounds allowed
 // them, and the cluster falls idle: run() returns. Rounds running freely never end, so such a test runs a bounded
 // number of messages, or until a condition holds (run_until). No node reports (tick) or times out its join: the
-// clock stands still unless the test moves it.
+// clock stands still unless the test moves it; so no line waits to settle (allreduce.line_settle_ms is 0 here).
 
 #include <caf/all.hpp>
 

@@ -13,9 +13,10 @@ namespace gridtrain::testing {
 namespace {
 
 struct LineMasterFixture {
-  explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false) {
+  explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false,
+                             std::chrono::milliseconds settle = std::chrono::milliseconds(0)) {
     for (std::size_t i = 0; i < peers; ++i) members.push_back(sim.recorder("member " + std::to_string(i)));
-    master = sim.spawn(actors::line_master, 0u, paced_by_every_steps);
+    master = sim.spawn(actors::line_master, actors::LineMasterSetup{0u, paced_by_every_steps, settle});
   }
 
   actors::StartLine line(double advance, std::uint32_t k, std::uint64_t version = 1) {
@@ -32,6 +33,14 @@ struct LineMasterFixture {
   std::uint64_t started() {
     sim.run();
     return sim.ask<std::uint64_t>(master, actors::stats_atom::value);
+  }
+
+  // The (layout version, round) of every StartRound member `i` has been sent since the last call, in order.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> versioned_rounds_seen(std::size_t i) {
+    sim.run();
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> rounds;
+    for (const auto& r : take<actors::StartRound>(members[i])) rounds.emplace_back(r.key.layout_version, r.key.round);
+    return rounds;
   }
 
   // Every StartRound member `i` has been sent since the last call, in order.
@@ -190,6 +199,78 @@ TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed")
   f.done(1, 1);
   CHECK(f.started() == 2);
   for (std::size_t i = 0; i < 2; ++i) CHECK(f.rounds_seen(i) == std::vector<std::uint64_t>{0, 1});
+}
+
+TEST_CASE("a line restarted again within the settle time runs no round until it is that long unchanged") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(3, false, milliseconds(200));
+  caf::anon_send(f.master, f.line(1.0, 3, 1));
+  CHECK(f.started() == 1);  // the first StartLine: nothing came before it, so round 0 starts at once
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(f.versioned_rounds_seen(i) == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{1, 0}});
+  f.sim.advance_time(milliseconds(50));
+  caf::anon_send(f.master, f.line(1.0, 3, 2));  // 50 ms later: a burst
+  CHECK(f.started() == 1);
+  f.sim.advance_time(milliseconds(150));
+  caf::anon_send(f.master, f.line(1.0, 3, 3));  // and again: the wait starts over
+  f.sim.run();                                  // (handled now, before the clock moves on)
+  f.sim.advance_time(milliseconds(199));
+  CHECK(f.started() == 1);
+  for (std::size_t i = 0; i < 3; ++i) {
+    // Every member learned of each version at once; only the rounds wait.
+    CHECK(received<actors::StartLine>(f.members[i]).size() == 3);
+    CHECK(f.versioned_rounds_seen(i).empty());
+  }
+  f.sim.advance_time(milliseconds(1));  // 200 ms without a newer StartLine
+  CHECK(f.started() == 2);
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK(f.versioned_rounds_seen(i) == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{3, 0}});
+  caf::anon_send(f.master, actors::RoundDone{{1, 3, 0, 5, 0}, 0, 0});
+  caf::anon_send(f.master, actors::RoundDone{{1, 3, 0, 5, 0}, 1, 0});
+  caf::anon_send(f.master, actors::RoundDone{{1, 3, 0, 5, 0}, 2, 0});
+  CHECK(f.started() == 3);  // once settled, rounds follow each other as ever
+  f.sim.advance_time(milliseconds(1000));  // the replaced timers fired long ago, and changed nothing
+  CHECK(f.started() == 3);
+}
+
+TEST_CASE("an isolated restart (a failure, one join) starts its line's round at once, whatever the settle time") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(2, false, milliseconds(200));
+  caf::anon_send(f.master, f.line(1.0, 3, 1));
+  CHECK(f.started() == 1);
+  f.sim.advance_time(milliseconds(999));
+  caf::anon_send(f.master, f.line(1.0, 3, 2));  // within 5 settle times: a burst
+  CHECK(f.started() == 1);
+  f.sim.advance_time(milliseconds(1000));  // it settled (one round) and was left alone for 5 settle times
+  CHECK(f.started() == 2);
+  caf::anon_send(f.master, f.line(1.0, 3, 3));
+  CHECK(f.started() == 3);  // (started() handles the StartLine before the clock moves on)
+  CHECK(f.versioned_rounds_seen(0) ==
+        std::vector<std::pair<std::uint64_t, std::uint64_t>>{{1, 0}, {2, 0}, {3, 0}});
+  // A stale StartLine is dropped before it counts as a restart: version 4 right after it is still isolated.
+  f.sim.advance_time(milliseconds(1000));
+  caf::anon_send(f.master, f.line(1.0, 3, 1));
+  caf::anon_send(f.master, f.line(1.0, 3, 4));
+  CHECK(f.started() == 4);
+}
+
+TEST_CASE("with no settle time a burst of restarts starts a round at each") {
+  LineMasterFixture f(2);
+  for (std::uint64_t v = 1; v <= 3; ++v) caf::anon_send(f.master, f.line(1.0, 3, v));
+  CHECK(f.started() == 3);
+}
+
+TEST_CASE("a settling line paced by every_steps keeps its budget for when it settles") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(2, true, milliseconds(100));
+  caf::anon_send(f.master, f.line(1.0, 3, 1));
+  caf::anon_send(f.master, f.line(1.0, 3, 2));
+  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{1});
+  CHECK(f.started() == 0);
+  CHECK(state_of<actors::LineMasterState>(f.master).every_steps_budget == 1u);
+  f.sim.advance_time(milliseconds(100));
+  CHECK(f.started() == 1);
+  CHECK(f.versioned_rounds_seen(1) == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{2, 0}});
 }
 
 }  // namespace gridtrain::testing
