@@ -115,7 +115,8 @@ run_mpi() {
   # malloc tunables keep OpenMPI's per-call temporaries mapped, so large sizes do not measure page faults.
   mpirun "${root[@]}" -np "$p" --oversubscribe --bind-to none "$@" \
     -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4000000000 \
-    "$mpi" --floats "$sizes" --seconds "$seconds" --label "$label" > "$dir/out" &
+    "$mpi" --floats "$sizes" --seconds "$seconds" --label "$label" ${MPI_ROUND:+--elastic-rate "$MPI_ROUND"} \
+    ${MPI_ROUND_CHUNK:+--round-chunk-floats "$MPI_ROUND_CHUNK"} > "$dir/out" &
   pids=($!)
   if [ -n "${STRAGGLE:-}" ]; then
     local victim=""
@@ -147,6 +148,13 @@ for p in "${proc_list[@]}"; do
   if [ -x "$mpi" ]; then
     run_mpi "$p" tcp --mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
     run_mpi "$p" shm --mca btl vader,self
+    # The averaging round a training node runs (snapshot, allreduce, elastic update with α = 0.5), done with MPI
+    # over TCP: the same job as a gridtrain round, where the rows above time a bare buffer reduction. Twice: the
+    # whole model at once, and in pieces of gridtrain's chunk size (each piece's passes in the cache); the table
+    # keeps the better.
+    local_tcp=(--mca btl tcp,self --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo)
+    MPI_ROUND=0.5 run_mpi "$p" tcp-round "${local_tcp[@]}"
+    MPI_ROUND=0.5 MPI_ROUND_CHUNK=262144 run_mpi "$p" tcp-round "${local_tcp[@]}"
   else
     echo "note: $mpi not built; skipping MPI" >&2
   fi

@@ -6,7 +6,14 @@
 // with algbw = bytes/t and busbw = algbw·2(P−1)/P (nccl-tests' definitions, GB = 1e9 bytes).
 //
 //   mpirun -np P [--mca btl tcp,self | --mca btl vader,self] bench_mpi_allreduce
-//          [--floats 1024,1048576] [--seconds 3] [--label tcp|shm]
+//          [--floats 1024,1048576] [--seconds 3] [--label tcp|shm] [--elastic-rate A [--round-chunk-floats K]]
+//
+// --elastic-rate A times what a training node's averaging round is, done with MPI (the same job a gridtrain round
+// does): the snapshot of the live model m into a send buffer s, MPI_Allreduce(s -> r), and the elastic update
+// m <- m + A·(r/P - s). Not in place: the update needs our own contribution s after the sum has come. Without it,
+// only a bare in-place MPI_Allreduce of one buffer is timed. --round-chunk-floats K runs the round K floats at a
+// time (snapshot, allreduce and update of one piece while it is in the cache, then the next): fewer passes through
+// memory, at the cost of one allreduce's latency per piece. 0 (the default): the whole model at once.
 //
 // The caller picks the transport with mpirun's --mca btl and names it with --label (the program cannot tell);
 // scripts/peers-allreduce.sh runs both, pinned to loopback for TCP.
@@ -73,6 +80,8 @@ struct Options {
   std::vector<long> sizes{1024, 1048576};
   double seconds = 3;
   std::string label = "tcp";
+  float elastic_rate = 0;  // > 0: time a whole averaging round (snapshot, allreduce, elastic update)
+  long round_chunk = 0;    // with elastic_rate: floats per piece of the round; 0 = all at once
 };
 
 Options parse(int argc, char** argv) {
@@ -83,6 +92,16 @@ Options parse(int argc, char** argv) {
     std::string value = argv[i + 1];
     if (option == "--floats") o.sizes = parse_sizes(value);
     else if (option == "--label") o.label = value;
+    else if (option == "--round-chunk-floats") {
+      o.round_chunk = parse_long(value, "--round-chunk-floats");
+      if (o.round_chunk < 0 || o.round_chunk > INT_MAX)
+        throw UsageError("--round-chunk-floats: need 0.." + std::to_string(INT_MAX));
+    } else if (option == "--elastic-rate") {
+      char* end = nullptr;
+      o.elastic_rate = std::strtof(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(o.elastic_rate > 0 && o.elastic_rate <= 1))
+        throw UsageError("--elastic-rate: need a number in (0, 1]: '" + value + "'");
+    }
     else if (option == "--seconds") {
       char* end = nullptr;
       o.seconds = std::strtod(value.c_str(), &end);
@@ -90,6 +109,7 @@ Options parse(int argc, char** argv) {
         throw UsageError("--seconds: not a positive number: '" + value + "'");
     } else throw UsageError("unknown option " + option);
   }
+  if (o.round_chunk > 0 && o.elastic_rate == 0) throw UsageError("--round-chunk-floats needs --elastic-rate");
   // The label goes into a CSV field.
   if (o.label.empty() || o.label.find_first_of(",\n") != std::string::npos)
     throw UsageError("--label: need a non-empty name without commas");
@@ -119,16 +139,40 @@ struct Result {
   double wrong = 0;                  // wrong elements, summed over ranks and iterations
 };
 
-Result measure(float* data, int n, int rank, int size, double seconds) {
+// The buffers of one process, allocated and touched once for the largest size.
+struct Buffers {
+  std::vector<float> model;     // the live model m (the bare allreduce's one buffer)
+  std::vector<float> snapshot;  // s, with --elastic-rate
+  std::vector<float> sum;       // r, with --elastic-rate
+};
+
+Result measure(Buffers& b, int n, int rank, int size, double seconds, float alpha, int chunk) {
+  float* data = b.model.data();
   const float value = static_cast<float>(rank + 1);
-  const float expect = static_cast<float>(size) * static_cast<float>(size + 1) / 2;
+  const float total = static_cast<float>(size) * static_cast<float>(size + 1) / 2;
+  // Exact in float for the small P and the A of the benchmarks: halves and quarters of small integers.
+  const float expect = alpha > 0 ? value + alpha * (total / static_cast<float>(size) - value) : total;
   bool filled = false;
   std::size_t wrong = 0, first_bad = 0;
   auto iteration = [&] {
     wrong += check_and_refill(data, static_cast<std::size_t>(n), filled, expect, value, &first_bad);
     filled = true;
     auto start = Clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (alpha > 0) {
+      const float inv = 1.0f / static_cast<float>(size);
+      const int step = chunk > 0 ? chunk : n;
+      for (int begin = 0; begin < n; begin += step) {
+        const int len = std::min(step, n - begin);
+        float* m = data + begin;
+        float* s = b.snapshot.data() + begin;
+        float* r = b.sum.data() + begin;
+        std::copy(m, m + len, s);
+        MPI_Allreduce(s, r, len, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        for (int i = 0; i < len; ++i) m[i] += alpha * (r[i] * inv - s[i]);
+      }
+    } else {
+      MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
     return std::chrono::duration<double>(Clock::now() - start).count();
   };
 
@@ -183,11 +227,18 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // One buffer for every size, allocated and touched once (value-initialised) so no page faults are timed.
-  std::vector<float> buffer(static_cast<std::size_t>(*std::max_element(options.sizes.begin(), options.sizes.end())));
+  // One set of buffers for every size, allocated and touched once (value-initialised) so no page faults are timed.
+  const auto largest = static_cast<std::size_t>(*std::max_element(options.sizes.begin(), options.sizes.end()));
+  Buffers buffers;
+  buffers.model.resize(largest);
+  if (options.elastic_rate > 0) {
+    buffers.snapshot.resize(largest);
+    buffers.sum.resize(largest);
+  }
   int status = 0;
   for (long n : options.sizes) {
-    Result r = measure(buffer.data(), static_cast<int>(n), rank, size, options.seconds);
+    Result r = measure(buffers, static_cast<int>(n), rank, size, options.seconds, options.elastic_rate,
+                       static_cast<int>(options.round_chunk));
     if (r.wrong > 0) {
       if (rank == 0)
         std::fprintf(stderr, "error: mpi %s, %d processes, %ld floats: sum check failed on some rank\n",
