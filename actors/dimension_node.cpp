@@ -100,7 +100,7 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
   dataplane::EndpointSetup data;
   data.node_id = node_id;
   data.model.floats = store->size();
-  data.model.fetch = [store](std::span<float> into) { store->fetch(into); };
+  data.model.fetch = [store](std::size_t offset, std::span<float> into) { store->fetch_range(offset, into); };
   data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
     store->update_range(begin, end, [&](std::size_t offset, std::span<float> values) {
       allreduce::elastic_update(values, offset, round, alpha);

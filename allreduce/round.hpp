@@ -45,7 +45,7 @@ struct ReducedTarget {
 // from peer `self`, as a state machine with no I/O: the caller moves the messages and the clock.
 //
 //   Round round = Round::create(key, n, peers, self, config).value();
-//   copy the model into round.send_buffer();            // 1. fetch
+//   copy the model into round.send_buffer();            // 1. fetch (or chunk by chunk: see send_buffer())
 //   send(round.scatter());                             // 2. scatter
 //   for each message: send(round.on_scatter(m).sends)  // 3. reduce, and send the mean
 //                 or: send(round.on_reduced(m).sends)  // 4. gather, 5. complete
@@ -96,8 +96,10 @@ class Round {
   std::uint32_t reduce_quorum() const { return reduce_quorum_; }      // q_r = quorum(theta_r, p)
   std::uint32_t complete_quorum() const { return complete_quorum_; }  // q_c = quorum(theta_c, C)
 
-  // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks.
-  // REQUIRES: !started()
+  // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks. All of it before
+  // scatter(), or chunk by chunk: a chunk of another block before its Send goes out, a chunk of our block before
+  // the Round reduces it (an on_scatter() for it; scatter() when our values alone are a quorum; deadline_passed(),
+  // finish()). The data plane does the latter (dataplane/line_runner.hpp).
   std::span<float> send_buffer() { return send_; }
   std::span<const float> send_buffer() const { return send_; }
 

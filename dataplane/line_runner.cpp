@@ -1,5 +1,6 @@
 #include "dataplane/line_runner.hpp"
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -80,6 +81,7 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
   const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
   Slot& slot = slots_[i];
   if (!slot.active || slot.round->key().round != key.round) return;
+  fetch_own_block(i);
   send_all(i, slot.round->deadline_passed());
   complete_if_done(i);
 }
@@ -94,6 +96,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
     // Catch-up: the older round of this slot finishes with what it has. Its last means are not sent: the slot's
     // buffers are about to hold the newer round, and the peers that still wanted them have moved on too.
     if (!slot.done) ++counters_.caught_up;
+    fetch_own_block(i);
     slot.round->finish();
     complete_if_done(i);
     outbox_.retire({dim_, i});
@@ -116,11 +119,57 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   slot.active = true;
   slot.done = false;
   slot.applied = 0;
-  model_.fetch(slot.round->send_buffer());
-  send_all(i, slot.round->scatter());
+  allreduce::Round& round = *slot.round;
+  const allreduce::Partition& part = round.partition();
+  const std::uint32_t p = round.peers();
+  slot.fetched.assign(part.chunk_count(), 0);
+  slot.held.clear();
+  slot.next.assign(p, 0);
+  slot.end.assign(p, 0);
+  // scatter() reduces a chunk of our block at once only where our values alone are a quorum: no contribution can
+  // have come before it (a peer's frame enters the round, and so scatters it, before it lands).
+  if (round.reduce_quorum() <= 1) fetch_own_block(i);
+  // scatter() lists the chunks block by block, each block's in order: each peer's run of held is one range.
+  for (const allreduce::Send& s : round.scatter()) {
+    if (s.kind != allreduce::SendKind::scatter) {
+      send_all(i, std::span<const allreduce::Send>(&s, 1));
+      continue;
+    }
+    if (slot.end[s.to] == 0) slot.next[s.to] = slot.held.size();
+    slot.held.push_back(s);
+    slot.end[s.to] = slot.held.size();
+  }
+  const std::size_t window = p > 1 ? std::max<std::size_t>(1, (kScatterWindow + p - 2) / (p - 1)) : 0;
+  for (std::uint32_t j = 1; j < p; ++j) release(i, (line_->self_index + j) % p, window);
   if (from_peer) on_event_(RoundEvent{RoundEvent::Kind::started, key, line_->self_index, 0});
   complete_if_done(i);
   return true;
+}
+
+void LineRunner::fetch(std::uint32_t i, std::uint32_t chunk) {
+  Slot& slot = slots_[i];
+  if (chunk >= slot.fetched.size() || slot.fetched[chunk]) return;
+  slot.fetched[chunk] = 1;
+  const allreduce::Range r = slot.round->partition().chunk(chunk);
+  model_.fetch(r.offset, slot.round->send_buffer().subspan(r.offset, r.length));
+}
+
+void LineRunner::fetch_own_block(std::uint32_t i) {
+  const allreduce::Partition& part = slots_[i].round->partition();
+  const std::uint32_t self = slots_[i].round->self();
+  for (std::uint32_t c = part.first_chunk(self); c < part.first_chunk(self + 1); ++c) fetch(i, c);
+}
+
+void LineRunner::release(std::uint32_t i, std::uint32_t to, std::size_t n) {
+  Slot& slot = slots_[i];
+  if (to >= slot.next.size()) return;
+  while (n > 0 && slot.next[to] < slot.end[to]) {
+    const allreduce::Send& s = slot.held[slot.next[to]++];
+    if (slot.round->count(s.chunk) > 0) continue;  // its owner reduced it without us: nothing left to add
+    fetch(i, s.chunk);
+    send_all(i, std::span<const allreduce::Send>(&s, 1));
+    --n;
+  }
 }
 
 void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> sends) {
@@ -145,6 +194,9 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   const auto alpha = static_cast<float>(line_->round.elastic_rate);
   for (; slot.applied < means.size(); ++slot.applied) {
     const allreduce::Range r = round.partition().chunk(means[slot.applied]);
+    // A mean may come before our snapshot of the chunk was taken (a quorum without us): the update then moves the
+    // model from where it is now.
+    fetch(i, means[slot.applied]);
     model_.update(round, r.offset, r.offset + r.length, alpha);
   }
   if (slot.done || !round.complete()) return;
@@ -206,6 +258,12 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
     return;
   }
   allreduce::Round& round = *slots_[landing.slot].round;
+  if (landing.kind == Landing::Kind::scratch) {
+    // Our own values for the chunk, just before the Round reduces them with this contribution.
+    const allreduce::Range own = round.partition().block(round.self());
+    if (h.offset >= own.offset && h.offset < own.offset + own.length)
+      fetch(landing.slot, round.partition().chunk_containing(h.offset));
+  }
   const allreduce::Outcome outcome =
       landing.kind == Landing::Kind::result
           ? round.reduced_arrived(landing.chunk, h.count)
@@ -214,6 +272,8 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
       send_all(landing.slot, outcome.sends);
+      // A mean came back from the block's owner: one more of our chunks may go to it.
+      if (landing.kind == Landing::Kind::result) release(landing.slot, h.from, 1);
       complete_if_done(landing.slot);
       break;
     case allreduce::Verdict::malformed: ++counters_.malformed; break;

@@ -4,7 +4,18 @@
 // The control plane (the actors) tells it which line it is in (start_line), when a round starts (start_round, from
 // the LineMaster) and when a round's quorum deadline has passed (deadline: the actors keep every clock). It drives
 // one allreduce::Round per slot (round r runs in slot r % k, k = rounds in flight), each allocated once per line
-// version and reset() for every round after, so a round allocates and zero-fills nothing. Each chunk's elastic
+// version and reset() for every round after, so a round allocates and zero-fills nothing.
+//
+// A round's chunks go out in windows: to each peer, at most w = max(1, ceil(kScatterWindow / (p − 1))) of our
+// scatter chunks are out whose mean has not come back from it, and each mean it sends lets one more go to it. Each
+// chunk is copied out of the model (its snapshot) just before it goes, and a chunk of our own block just before
+// the first contribution to it is reduced, not the whole model when the round starts. So a chunk's snapshot, its
+// mean and its elastic update meet within a few chunks' time, while the snapshot is still in the cache: a round
+// over a model larger than the cache reads it from memory about once instead of three times (BENCHMARKS.md). A
+// window per peer, in chunk order: the owner of block j reduces its chunks in the order every peer sends them, so
+// no peer waits on another's window; and a silent peer stops only the chunks of its own block, which nobody else
+// could reduce anyway.
+// Each chunk's elastic
 // update is applied as its mean comes (our own block's as we reduce it), while the mean is still in the cache and
 // the peers are still sending: no pass over the whole model waits for the last chunk. So a round that is abandoned
 // keeps the updates of the chunks whose means came; each is a step towards a mean of the line, and it is applied
@@ -35,7 +46,8 @@ namespace gridtrain::dataplane {
 // this library knows no learner. Called on the data plane's thread.
 struct ModelAccess {
   std::size_t floats = 0;
-  std::function<void(std::span<float> into)> fetch;  // the model now, each tensor under its lock
+  // The model's floats [offset, offset + into.size()) now, each tensor under its lock: one chunk's snapshot.
+  std::function<void(std::size_t offset, std::span<float> into)> fetch;
   // The elastic update of the model's floats [begin, end) from the round's result where it has means, each tensor
   // under its lock (allreduce/elastic_update.hpp). Called once per chunk, as its mean comes.
   std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, float alpha)> update;
@@ -116,6 +128,10 @@ struct Landing {
   std::uint64_t generation = 0;
 };
 
+// Scatter chunks a round keeps out at once over all its peers, whose means have not come (at least one per peer:
+// see above). Chosen by measurement: BENCHMARKS.md, "Chunk size and socket buffers".
+inline constexpr std::size_t kScatterWindow = 4;
+
 class LineRunner {
  public:
   LineRunner(std::uint32_t dim, std::uint64_t node_id, ModelAccess& model, Outbox& outbox,
@@ -150,12 +166,23 @@ class LineRunner {
     bool done = false;    // it completed and its RoundDone was told
     std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
+    std::vector<std::uint8_t> fetched;  // per chunk: its snapshot is in the round's send buffer
+    std::vector<allreduce::Send> held;  // our scatter chunks, by peer, in chunk order (capacity kept)
+    std::vector<std::size_t> next;      // per peer: its next chunk in held
+    std::vector<std::size_t> end;       // per peer: the end of its chunks in held
   };
 
   void abandon_all();
   // Makes `key`'s round current in its slot, finishing an older one first; false if `key` is older than the slot's.
   bool enter(const allreduce::RoundKey& key, bool from_peer);
   void send_all(std::uint32_t slot, std::span<const allreduce::Send> sends);
+  // The chunk's snapshot, copied from the model unless it already was this round.
+  void fetch(std::uint32_t slot, std::uint32_t chunk);
+  // Every chunk of our own block: before the Round may reduce them without a contribution coming (scatter() with a
+  // quorum of one, deadline_passed(), finish()).
+  void fetch_own_block(std::uint32_t slot);
+  // Sends up to `n` more held scatter chunks to peer `to`, each fetched first; skips those whose mean came anyway.
+  void release(std::uint32_t slot, std::uint32_t to, std::size_t n);
   // Applies the updates of the slot's new means; tells RoundDone once the round is complete.
   void complete_if_done(std::uint32_t slot);
   bool same_version(const allreduce::RoundKey& key) const;

@@ -61,6 +61,14 @@ void ParameterStore::fetch(std::span<float> out) const {
   }
 }
 
+void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const {
+  assert(begin + out.size() <= size());
+  visit_range(begin, begin + out.size(), [&](std::size_t from, std::size_t to) {
+    std::copy(arena_.begin() + static_cast<std::ptrdiff_t>(from), arena_.begin() + static_cast<std::ptrdiff_t>(to),
+              out.begin() + static_cast<std::ptrdiff_t>(from - begin));
+  });
+}
+
 std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
   const auto it =
       std::partition_point(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.offset < end; });

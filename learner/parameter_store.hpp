@@ -61,6 +61,10 @@ class ParameterStore {
   // Copies the whole arena into `out`, tensor by tensor in reverse order, each under its lock.
   // REQUIRES: out.size() == size(); no tensor lock held by the caller.
   void fetch(std::span<float> out) const;
+  // Copies the floats [begin, begin + out.size()) into `out`, each tensor's part under its lock (a round's snapshot
+  // of one chunk, taken just before the chunk is sent or reduced).
+  // REQUIRES: begin + out.size() <= size(); no tensor lock held by the caller.
+  void fetch_range(std::size_t begin, std::span<float> out) const;
 
   // Overwrites the whole arena from `in` (warm start, checkpoint restore), tensor by tensor under its lock.
   // REQUIRES: in.size() == size(); no tensor lock held by the caller.
@@ -78,18 +82,24 @@ class ParameterStore {
   // REQUIRES: begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
   template <class Fn>
   void update_range(std::size_t begin, std::size_t end, Fn&& fn) {
+    visit_range(begin, end, [&](std::size_t from, std::size_t to) {
+      fn(from, std::span<float>(arena_.data() + from, to - from));
+    });
+  }
+
+ private:
+  // Calls fn(from, to) for each tensor's part [from, to) of [begin, end), in reverse order, under its lock.
+  template <class Fn>
+  void visit_range(std::size_t begin, std::size_t end, Fn&& fn) const {
     if (begin >= end) return;
     for (std::size_t i = last_tensor_before(end); i-- > 0;) {
       const Tensor& t = tensors_[i];
       if (t.offset + t.size <= begin) break;
-      const std::size_t from = std::max(begin, t.offset);
-      const std::size_t to = std::min(end, t.offset + t.size);
       std::lock_guard<std::mutex> hold(locks_[i]);
-      fn(from, std::span<float>(arena_.data() + from, to - from));
+      fn(std::max(begin, t.offset), std::min(end, t.offset + t.size));
     }
   }
 
- private:
   // How many tensors start before `end` (tensors lie in the arena in order).
   std::size_t last_tensor_before(std::size_t end) const;
 

@@ -35,7 +35,9 @@ struct Wire {
 struct TestNode : Outbox {
   TestNode(std::uint64_t id, Wire& wire, std::vector<float> values) : id(id), wire(wire), model(std::move(values)) {
     access.floats = model.size();
-    access.fetch = [this](std::span<float> into) { std::copy(model.begin(), model.end(), into.begin()); };
+    access.fetch = [this](std::size_t offset, std::span<float> into) {
+      std::copy_n(model.begin() + static_cast<std::ptrdiff_t>(offset), into.size(), into.begin());
+    };
     access.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
       allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
@@ -222,13 +224,20 @@ TEST_CASE("a frame that names another peer's index, or is longer than any chunk 
   CHECK(line.by_id(huge.to).runner->land(huge.from, huge.header).kind == Landing::Kind::refuse);
 }
 
-TEST_CASE("in timeout mode a silent peer holds a round only until the actors say its deadline passed") {
+namespace {
+
+// Timeout quorum mode with θr = θc = 0.5 and a 200 ms deadline (the actors keep the clock: the test calls it).
+allreduce::RoundConfig timeout_half() {
   allreduce::RoundConfig c = exact(2);
   c.quorum = allreduce::QuorumMode::timeout;
   c.reduce_threshold = c.complete_threshold = 0.5;
   c.quorum_timeout_ms = 200;
-  Line line(3, 6, c);
-  // Node 30 is cut off: nothing reaches it, nothing comes from it.
+  return c;
+}
+
+// Nodes 10 and 20 run round 1 while node 30 is cut off (nothing reaches it, nothing comes from it), until the
+// deadline passes and its frames are delivered too.
+void run_round_without_30(Line& line) {
   auto deliver_but_30 = [&] {
     while (!line.wire.frames.empty()) {
       Frame f = std::move(line.wire.frames.front());
@@ -241,6 +250,13 @@ TEST_CASE("in timeout mode a silent peer holds a round only until the actors say
   CHECK(line.nodes[0]->done() == 0);
   for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->deadline(line.key(1));
   deliver_but_30();
+}
+
+}  // namespace
+
+TEST_CASE("in timeout mode a silent peer holds a round only until the actors say its deadline passed") {
+  Line line(3, 6, timeout_half());
+  run_round_without_30(line);
   for (std::uint32_t i = 0; i < 2; ++i) CHECK(line.nodes[i]->done() == 1);
   CHECK(line.nodes[0]->counters.quorum_shortfalls == 1);
 }
@@ -258,4 +274,84 @@ TEST_CASE("a new line drops the old line's rounds without an update, and its que
   CHECK(line.nodes[0]->counters.abandoned == 1);
   CHECK(line.nodes[0]->model == fetched);
   CHECK_FALSE(line.nodes[0]->runner->start_line(line.spec));  // older: ignored
+}
+
+TEST_CASE("a round keeps a window of chunks out to each peer, and each mean it gets back lets one more go") {
+  // 2 blocks of 20 floats, 10 chunks each: more than the window.
+  Line line(2, 40, exact(2));
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  auto out_from = [&](std::uint64_t id) {
+    return std::count_if(line.wire.frames.begin(), line.wire.frames.end(),
+                         [&](const Frame& f) { return f.from == id && f.header.kind == FrameKind::scatter; });
+  };
+  CHECK(out_from(10) == static_cast<long>(kScatterWindow));
+  CHECK(out_from(20) == static_cast<long>(kScatterWindow));
+  while (!line.wire.frames.empty()) {
+    Frame f = std::move(line.wire.frames.front());
+    line.wire.frames.pop_front();
+    line.deliver(f);
+    CHECK(out_from(10) <= static_cast<long>(kScatterWindow));
+    CHECK(out_from(20) <= static_cast<long>(kScatterWindow));
+  }
+  for (auto& n : line.nodes) {
+    CHECK(n->done() == 1);
+    for (std::size_t j = 0; j < 40; ++j) CHECK(n->model[j] == static_cast<float>(50 + j));
+  }
+}
+
+TEST_CASE("a chunk's snapshot is taken when it goes out, not when the round starts") {
+  Line line(2, 40, exact(2));
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  // Node 10's last chunk (floats 38 and 39, in node 20's block) has not gone yet: the learner moves it now.
+  line.nodes[0]->model[38] += 1000;
+  line.nodes[0]->model[39] += 1000;
+  line.deliver_all();
+  for (auto& n : line.nodes) {
+    CAPTURE(n->id);
+    REQUIRE(n->done() == 1);
+    CHECK(n->model[37] == 50 + 37);
+    CHECK(n->model[38] == 550 + 38);  // the mean of 1038 and 138 (α = 1)
+    CHECK(n->model[39] == 550 + 39);
+  }
+}
+
+TEST_CASE("windows do not wait on each other: lines of 3, 5 and 8 complete in any delivery order") {
+  for (std::uint32_t p : {3u, 5u, 8u}) {
+    for (std::uint32_t seed = 1; seed <= 5; ++seed) {
+      CAPTURE(p);
+      CAPTURE(seed);
+      Line line(p, 24 * p, exact(2));  // 12 chunks per block
+      for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+      std::uint32_t state = seed;
+      while (!line.wire.frames.empty()) {
+        state = state * 1103515245u + 12345u;
+        const auto at = static_cast<std::ptrdiff_t>((state >> 8) % line.wire.frames.size());
+        Frame f = std::move(line.wire.frames[static_cast<std::size_t>(at)]);
+        line.wire.frames.erase(line.wire.frames.begin() + at);
+        line.deliver(f);
+      }
+      float mean0 = 0;
+      for (std::uint32_t i = 0; i < p; ++i) mean0 += static_cast<float>(100 * i);
+      mean0 /= static_cast<float>(p);
+      for (auto& n : line.nodes) {
+        CAPTURE(n->id);
+        REQUIRE(n->done() == 1);
+        for (std::size_t j = 0; j < 24 * p; ++j) CHECK(n->model[j] == doctest::Approx(mean0 + static_cast<float>(j)));
+      }
+    }
+  }
+}
+
+TEST_CASE("a silent peer stops only its own block's chunks: the others complete at the deadline, every chunk sent") {
+  allreduce::RoundConfig c = timeout_half();
+  c.complete_threshold = 2.0 / 3.0;  // the 20 chunks of the two live blocks: every one must come through
+  Line line(3, 60, c);  // 3 blocks of 20 floats, 10 chunks each: beyond every window
+  run_round_without_30(line);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    REQUIRE(line.nodes[i]->done() == 1);
+    CHECK(line.nodes[i]->events.back().chunks_missing == 10);  // node 30's block, which only it could reduce
+    // The two blocks of nodes 10 and 20 hold the mean of the two: (0 + 100) / 2 + index.
+    for (std::size_t j = 0; j < 40; ++j) CHECK(line.nodes[i]->model[j] == static_cast<float>(50 + j));
+  }
 }

@@ -32,9 +32,9 @@ struct Node {
     EndpointSetup setup;
     setup.node_id = id;
     setup.model.floats = floats;
-    setup.model.fetch = [this](std::span<float> into) {
+    setup.model.fetch = [this](std::size_t offset, std::span<float> into) {
       std::lock_guard<std::mutex> hold(lock);
-      std::copy(model.begin(), model.end(), into.begin());
+      std::copy_n(model.begin() + static_cast<std::ptrdiff_t>(offset), into.size(), into.begin());
     };
     setup.model.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
       std::lock_guard<std::mutex> hold(lock);

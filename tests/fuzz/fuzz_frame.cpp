@@ -36,7 +36,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<float> model(kModel, 1.0f);
   ModelAccess access;
   access.floats = kModel;
-  access.fetch = [&](std::span<float> into) { std::copy(model.begin(), model.end(), into.begin()); };
+  access.fetch = [&](std::size_t offset, std::span<float> into) {
+    std::copy_n(model.begin() + static_cast<std::ptrdiff_t>(offset), into.size(), into.begin());
+  };
   access.update = [&](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
     allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
   };

@@ -64,6 +64,23 @@ TEST_CASE("fetch and assign copy the whole arena tensor by tensor") {
   CHECK(out == in);
 }
 
+TEST_CASE("fetch_range copies exactly the floats of its range, across tensor boundaries") {
+  ParameterStore store(mlp_specs());  // tensors at 0 (12 floats), 12 (4), 16 (8), 24 (2)
+  std::vector<float> in(store.size());
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  store.assign(in);
+  for (const auto& [begin, length] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {0, 26}, {10, 8}, {12, 4}, {13, 2}, {25, 1}, {5, 0}}) {
+    CAPTURE(begin);
+    CAPTURE(length);
+    std::vector<float> out(length + 2, -1.0f);
+    store.fetch_range(begin, std::span<float>(out).subspan(1, length));
+    CHECK(out.front() == -1.0f);  // nothing written outside the span
+    CHECK(out.back() == -1.0f);
+    for (std::size_t k = 0; k < length; ++k) CHECK(out[1 + k] == static_cast<float>(begin + k));
+  }
+}
+
 TEST_CASE("update_each visits tensors in reverse order with their absolute offsets") {
   ParameterStore store(mlp_specs());
   std::vector<std::size_t> offsets;
