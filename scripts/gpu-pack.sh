@@ -22,6 +22,10 @@ packages=(
   libcli11-dev doctest-dev nlohmann-json3-dev
   zlib1g-dev zlib1g
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
+  # telemetry's /metrics: prometheus-cpp's CMake config asks for civetweb (pull; its targets name the civetweb
+  # binary) and CURL (push, not linked).
+  prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
+  civetweb libcivetweb-dev libcivetweb1 libcurl4-openssl-dev libcurl4
 )
 
 exclude=$(git rev-parse --git-path info/exclude)
