@@ -49,10 +49,11 @@ struct LineMasterState {
   std::uint64_t next_round = 0;
   std::map<std::uint64_t, OpenRound> open;  // round -> who reported it; at most k
   bool advance = true;  // round next_round - 1 has its advance quorum (true before round 0)
-  // allreduce.every_steps > 0: the rounds it may still start. The node's learner raises it by one every
-  // every_steps steps (allow_rounds_atom), so a line runs at most one round per every_steps steps of its master's
-  // learner; it never holds more than k, so a line that could not run (a stalled peer, no line yet) does not
-  // fire a burst of rounds afterwards. nullopt when every_steps is 0: rounds back to back.
+  // Paced by the learner (allreduce.every_steps > 0, or cpu_share < 1 on a training node): the rounds it may still
+  // start. The node's learner raises it by one when it allows a round (allow_rounds_atom: every every_steps steps,
+  // or while averaging is within its CPU share), so a line runs no faster than its master's learner allows; it
+  // never holds more than k, so a line that could not run (a stalled peer, no line yet) does not fire a burst of
+  // rounds afterwards. nullopt when not paced: rounds back to back.
   std::optional<std::uint64_t> every_steps_budget;
   caf::timespan settle{0};  // allreduce.line_settle_ms; 0: never hold a round
   std::optional<caf::actor_clock::time_point> last_start_line;  // when the latest StartLine came

@@ -37,6 +37,8 @@ class Runtime {
                              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   caf::actor_system& system() { return system_; }
+  // The nodes' data plane; null before the first start_node.
+  const std::shared_ptr<dataplane::Service>& data_plane() const { return data_plane_; }
 
  private:
   SystemConfig config_;  // outlives system_

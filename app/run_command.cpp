@@ -152,7 +152,7 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
   if (training) {
     // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
     options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
-    options.paced_by_every_steps = plan.config.allreduce.every_steps > 0;
+    options.paced_by_every_steps = plan.config.allreduce.every_steps > 0 || plan.config.allreduce.cpu_share < 1;
     options.progress = training->progress;
   }
   auto node = runtime.start_node(std::move(options));
@@ -249,13 +249,17 @@ Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPla
 
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
+                                                std::shared_ptr<dataplane::Service> data_plane,
                                                 telemetry::PrometheusMetrics* prometheus) {
   learner::TrainerSetup setup;
   setup.learner = training.learner;
   setup.test = std::move(training.test);
   setup.every_steps = plan.config.allreduce.every_steps;
+  setup.cpu_share = plan.config.allreduce.cpu_share;
+  // Averaging runs on the data plane's thread: its CPU time is what averaging costs this node.
+  if (data_plane) setup.averaging_cpu = [data_plane] { return data_plane->cpu_time(); };
   setup.rounds = [node] { return node.stats().total().rounds_done; };
-  // allreduce.every_steps: one more round for each of the node's lines, every every_steps steps.
+  // allreduce.every_steps or cpu_share: one more round for each of the node's lines when the trainer allows one.
   setup.on_every_steps = [node] {
     for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
   };
@@ -370,7 +374,7 @@ int run(const RunArgs& args) {
     return fail(prometheus.error());
   }
   std::unique_ptr<learner::Trainer> trainer;
-  if (training) trainer = start_trainer(plan.value(), *training, node, prometheus.value().get());
+  if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
   return serve(node, trainer.get(), prometheus.value().get(),
                std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
 }

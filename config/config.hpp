@@ -55,7 +55,10 @@ struct GridConfig {
 // The section `allreduce`: the RoundConfig every line of the cluster runs with (its fields, defaults and bounds
 // live in allreduce/round_config.hpp), and how often this node's learner lets its lines run a round.
 struct AllreduceConfig : allreduce::RoundConfig {
-  int every_steps = 0;  // 0 = rounds back to back; n = one round per n learner steps
+  int every_steps = 0;  // n > 0: one round per n learner steps; 0: paced by cpu_share
+  // With every_steps 0: averaging may use this share of the learner's time (learner/cpu_share_pacer.hpp); 1 = rounds
+  // back to back.
+  double cpu_share = 0.025;
   // A line restarted within 5 times this many ms of its last restart (a burst of joins) runs no round until it has
   // been unchanged this long (actors/line_master.hpp, "Settling"); 0 = never hold.
   int line_settle_ms = 200;

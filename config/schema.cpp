@@ -440,7 +440,9 @@ Schema::Schema() {
   add(key(FIELD(allreduce, elastic_rate), NumberCodec{kFractionRange}, round.elastic_rate,
           "α: after a round, m <- m + α·(mean - fetched); (1 - α)·m + α·mean where the learner left m alone"));
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
-          "one round per this many learner steps; 0 = rounds back to back"));
+          "one round per this many learner steps; 0 = paced by cpu_share"));
+  add(key(FIELD(allreduce, cpu_share), NumberCodec{unit_interval}, 0.025,
+          "with every_steps 0: averaging may use this share of the learner's time; 1 = rounds back to back"));
   add(key(FIELD(allreduce, line_settle_ms), IntCodec{IntRange{0, 60000}}, 200,
           "a line restarted again within 5 times this runs no round until it is this long unchanged; 0 = never wait"));
 

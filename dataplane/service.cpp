@@ -4,6 +4,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <set>
 #include <string_view>
@@ -55,6 +58,13 @@ void tune(tcp::socket& socket, int buffer_bytes) {
     socket.set_option(asio::socket_base::receive_buffer_size(buffer_bytes), ignored);
   }
   socket.non_blocking(true, ignored);
+}
+
+// A thread's CPU time by its clock; 0 if the clock cannot be read.
+std::chrono::nanoseconds thread_cpu(clockid_t clock) {
+  timespec t{};
+  if (clock_gettime(clock, &t) != 0) return std::chrono::nanoseconds(0);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
 }
 
 }  // namespace
@@ -948,8 +958,28 @@ Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
     service->impl_->accept();
   }
   service->work_.emplace(asio::make_work_guard(service->io_));
-  if (o.own_thread) service->thread_ = std::thread([s = service.get()] { s->io_.run(); });
+  if (o.own_thread) {
+    std::promise<void> clock_known;
+    service->thread_ = std::thread([s = service.get(), &clock_known] {
+      {
+        std::lock_guard<std::mutex> hold(s->cpu_mutex_);
+        clockid_t id;
+        if (pthread_getcpuclockid(pthread_self(), &id) == 0) s->cpu_clock_ = id;
+      }
+      clock_known.set_value();
+      s->io_.run();
+      std::lock_guard<std::mutex> hold(s->cpu_mutex_);
+      s->cpu_final_ = thread_cpu(CLOCK_THREAD_CPUTIME_ID);
+      s->cpu_clock_.reset();
+    });
+    clock_known.get_future().wait();
+  }
   return service;
+}
+
+std::chrono::nanoseconds Service::cpu_time() const {
+  std::lock_guard<std::mutex> hold(cpu_mutex_);
+  return cpu_clock_ ? thread_cpu(*cpu_clock_) : cpu_final_;
 }
 
 Service::~Service() { stop(); }

@@ -1,11 +1,14 @@
 #include "learner/trainer.hpp"
 
+#include "learner/cpu_share_pacer.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <span>
 
 namespace gridtrain::learner {
@@ -72,6 +75,10 @@ void Trainer::run() {
   int loss_steps = 0;
   bool reported = false;
   const auto every = static_cast<std::uint64_t>(std::max(setup_.every_steps, 0));
+  std::optional<CpuSharePacer> pacer;
+  if (!every && setup_.cpu_share > 0 && setup_.cpu_share < 1 && setup_.averaging_cpu && setup_.on_every_steps)
+    pacer.emplace(setup_.cpu_share);
+  auto step_start = clock::now();
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));
   while (!l.done() && !stop_.load()) {
     int epoch_before = l.epoch();
@@ -81,6 +88,11 @@ void Trainer::run() {
     ++loss_steps;
     if (setup_.progress) setup_.progress->samples.store(l.samples(), std::memory_order_relaxed);
     if (every && setup_.on_every_steps && l.steps() % every == 0) setup_.on_every_steps();
+    if (pacer) {
+      const auto stepped_at = clock::now();
+      if (pacer->after_step(stepped_at - step_start, setup_.averaging_cpu())) setup_.on_every_steps();
+      step_start = stepped_at;
+    }
     if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) {
       if (Status written = write_checkpoint(); !written) return finish(written);
     }

@@ -4,9 +4,12 @@
 // epoch, writes checkpoints, and reports each epoch. It is a plain thread, not an actor: the learner knows
 // nothing of actors, and the node's side is reached only through the callbacks below.
 //
-// Coupling to the allreduce (allreduce.every_steps = n): with n > 0 the trainer calls `on_every_steps` once every
-// n steps, and the node's LineMasters start a round only when so allowed; so a line runs at most one round per n
-// steps of its master's learner. With n = 0 rounds run back to back and `on_every_steps` is never called.
+// Coupling to the allreduce: the node's LineMasters start a round only when the trainer allows one
+// (`on_every_steps`), in one of two ways. allreduce.every_steps = n > 0: once every n steps, so a line runs at most
+// one round per n steps of its master's learner. Else allreduce.cpu_share = f < 1: after each step in which the
+// node's averaging has used no more than f of the training time (learner/cpu_share_pacer.hpp; `averaging_cpu`
+// gives the averaging's CPU time). With n = 0 and f = 1 rounds run back to back and `on_every_steps` is never
+// called.
 //
 // τ (tau): learner steps per completed elastic update over the epoch, counting the rounds of every dimension
 // (each completed round updates the whole model once). Infinite (printed "inf") when no round completed.
@@ -17,6 +20,7 @@
 // (checkpoint_failures) and training goes on.
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -47,8 +51,10 @@ struct TrainerSetup {
   std::shared_ptr<learner::Learner> learner;
   learner::Dataset test;  // evaluated once per epoch; one that does not fit (learner->check) fails the trainer
   int every_steps = 0;    // allreduce.every_steps
+  double cpu_share = 1;   // allreduce.cpu_share: used with every_steps = 0 when below 1 and averaging_cpu is set
+  std::function<std::chrono::nanoseconds()> averaging_cpu;  // the node's averaging CPU time in all; may be empty
   std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
-  std::function<void()> on_every_steps;        // with every_steps > 0: one more round may start; may be empty
+  std::function<void()> on_every_steps;        // one more round may start (see above); may be empty
   std::function<void(const EpochReport&)> on_epoch;  // called on the training thread; may be empty
   std::shared_ptr<TrainingProgress> progress;  // kept up to date for the Node's reports; may be null
   std::string checkpoint_path;  // "" = no checkpoints

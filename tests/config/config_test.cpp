@@ -63,6 +63,7 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c.allreduce.max_chunk_floats == 262144);
   CHECK(c.allreduce.elastic_rate == 0.3);
   CHECK(c.allreduce.every_steps == 0);
+  CHECK(c.allreduce.cpu_share == 0.025);
   CHECK(c.allreduce.line_settle_ms == 200);
   CHECK(c.learner.kind == LearnerKind::model);
   CHECK(c.learner.probe_floats == 1024);
@@ -145,6 +146,7 @@ allreduce:
   max_chunk_floats: 4096
   elastic_rate: 0.5
   every_steps: 3
+  cpu_share: 0.25
   line_settle_ms: 0
 learner:
   kind: probe
@@ -208,6 +210,7 @@ metrics:
   CHECK(c.allreduce.max_chunk_floats == 4096);
   CHECK(c.allreduce.elastic_rate == 0.5);
   CHECK(c.allreduce.every_steps == 3);
+  CHECK(c.allreduce.cpu_share == 0.25);
   CHECK(c.allreduce.line_settle_ms == 0);
   CHECK(c.learner.kind == LearnerKind::probe);
   CHECK(c.learner.probe_floats == 100);
@@ -265,6 +268,7 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.allreduce.max_chunk_floats = 1;
   c.allreduce.elastic_rate = 1.0;
   c.allreduce.every_steps = 1000000;
+  c.allreduce.cpu_share = 1.0 / 3.0;
   c.allreduce.line_settle_ms = 60000;
   c.learner.probe_floats = 1;
   c.learner.probe_value = 0.1;  // not exact in float: the text must keep double precision
@@ -404,7 +408,7 @@ TEST_CASE("the schema description lists every key with its type, default and doc
         "grid.dims", "grid.max_line", "grid.rounds_in_flight", "allreduce.reduce_threshold",
         "allreduce.complete_threshold", "allreduce.advance_threshold", "allreduce.quorum",
         "allreduce.quorum_timeout_ms", "allreduce.max_chunk_floats", "allreduce.elastic_rate", "allreduce.every_steps",
-        "allreduce.line_settle_ms",
+        "allreduce.cpu_share", "allreduce.line_settle_ms",
         "learner.kind", "learner.probe_floats", "learner.probe_value", "learner.device", "learner.seed",
         "learner.batch", "learner.epochs", "learner.threads", "learner.model.input", "learner.model.layers",
         "learner.optimizer.kind", "learner.optimizer.learning_rate", "learner.optimizer.momentum",

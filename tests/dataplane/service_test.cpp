@@ -3,12 +3,14 @@
 
 #include <asio.hpp>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <chrono>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -121,6 +123,32 @@ TEST_CASE("two processes' data planes run rounds over TCP to the exact mean, rou
   CHECK(c.bytes_received == 20 * 300000 * sizeof(float));
   CHECK(c.frames_unsent == 0);
   CHECK(c.malformed == 0);
+}
+
+TEST_CASE("a service's CPU time is its thread's, and stays counted after it stops") {
+  auto s = service();
+  const auto before = s->cpu_time();
+  // Work on the service's thread until that thread's own clock says 30 ms of CPU went by.
+  std::promise<std::chrono::nanoseconds> spun;
+  asio::post(s->context(), [&spun] {
+    timespec start{}, now{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 30000000L);
+    spun.set_value(std::chrono::seconds(now.tv_sec) + std::chrono::nanoseconds(now.tv_nsec));
+  });
+  const auto at_end_of_spin = spun.get_future().get();
+  const auto during = s->cpu_time();
+  CHECK(during - before >= 30ms);
+  CHECK(during >= at_end_of_spin);
+  s->stop();
+  const auto after = s->cpu_time();
+  CHECK(after >= during);
+  CHECK(s->cpu_time() == after);  // the thread has ended: its total no longer moves
+
+  auto polled = Service::start({.listen = false, .own_thread = false});
+  REQUIRE(polled.ok());
+  CHECK(polled.value()->cpu_time() == 0ns);  // no thread of its own: its owner's thread does the work
 }
 
 TEST_CASE("a peer without the cluster token is refused, and no round runs with it") {

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -83,4 +84,35 @@ TEST_CASE("a trainer whose learner fails stops there, done, with the learner's e
   CHECK(learner->epoch() == 1);  // it stopped at the first evaluation, at the end of the first epoch
   CHECK(reported == 0);
   CHECK_FALSE(std::filesystem::exists(dir.path() / "node.ckpt"));
+}
+
+// The pacing by CPU share (allreduce.cpu_share), through a whole run: the averaging's CPU time is a counter here that
+// each allowed round raises by `round_cost`.
+TEST_CASE("a trainer paced by CPU share allows rounds while averaging stays within its share, and never past it") {
+  auto allowed_in_run = [](double share, int every_steps, std::chrono::nanoseconds round_cost) {
+    auto config = mlp_config();
+    config.epochs = 2;
+    TrainerSetup setup;
+    setup.learner = must_create(config, blobs(96));  // 2 epochs of 96 samples in batches of 16: 12 steps
+    setup.test = blobs(60, 8, 3, 7);
+    setup.every_steps = every_steps;
+    setup.cpu_share = share;
+    auto averaging = std::make_shared<std::chrono::nanoseconds>(0);
+    setup.averaging_cpu = [averaging] { return *averaging; };
+    auto allowed = std::make_shared<int>(0);
+    setup.on_every_steps = [averaging, allowed, round_cost] {
+      ++*allowed;
+      *averaging += round_cost;
+    };
+    Trainer trainer(std::move(setup));
+    trainer.start();
+    trainer.join();
+    REQUIRE(trainer.status().ok());
+    return *allowed;
+  };
+  CHECK(allowed_in_run(0.05, 0, std::chrono::nanoseconds(1)) == 12);  // rounds that cost 1 ns: one after every step
+  // A round that costs an hour of CPU: the first is allowed, and none after it in a run of milliseconds.
+  CHECK(allowed_in_run(0.05, 0, std::chrono::hours(1)) == 1);
+  CHECK(allowed_in_run(1.0, 0, std::chrono::nanoseconds(0)) == 0);   // share 1: back to back, nothing to allow
+  CHECK(allowed_in_run(0.05, 4, std::chrono::hours(1)) == 3);        // every_steps wins over the share
 }

@@ -1,0 +1,98 @@
+// CpuSharePacer: averaging's CPU time held to its share of the learner's time, idle credit bounded, allowances
+// spaced while no round runs, and totals that start high or go back taken as no work.
+#include "learner/cpu_share_pacer.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+using gridtrain::learner::CpuSharePacer;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A node whose every allowed round costs `round_cost` of data-plane CPU, at once, over `steps` learner steps of
+// `step` each; the rounds allowed.
+int run(CpuSharePacer& pacer, std::chrono::nanoseconds& averaging, int steps, std::chrono::nanoseconds step,
+        std::chrono::nanoseconds round_cost) {
+  int rounds = 0;
+  for (int i = 0; i < steps; ++i) {
+    if (pacer.after_step(step, averaging)) {
+      ++rounds;
+      averaging += round_cost;
+    }
+  }
+  return rounds;
+}
+
+}  // namespace
+
+TEST_CASE("while rounds cost almost nothing, every step may start one") {
+  CpuSharePacer pacer(0.05);
+  std::chrono::nanoseconds averaging{0};
+  for (int i = 0; i < 100; ++i) {
+    CHECK(pacer.after_step(1ms, averaging));
+    averaging += 1us;  // the round it allowed ran
+  }
+}
+
+TEST_CASE("while no round runs, one is allowed per 10 ms of training, not per step") {
+  CpuSharePacer pacer(0.05);
+  int allowed = 0;
+  for (int i = 0; i < 1000; ++i) allowed += pacer.after_step(100us, 0ns) ? 1 : 0;  // 100 ms of training
+  CHECK(allowed == 10);
+}
+
+TEST_CASE("a round's cost holds the next one back for cost / share of training") {
+  CpuSharePacer pacer(0.1);
+  std::chrono::nanoseconds averaging{0};
+  CHECK(pacer.after_step(1ms, averaging));
+  averaging += 5ms;  // the round it allowed took 5 ms of CPU: the next waits for 50 ms of training
+  int held = 0;
+  while (!pacer.after_step(1ms, averaging)) ++held;
+  // 5 ms at 10% is 50 ms of training: the first step's and 48 held ones earn 4.9 ms, the next one the rest.
+  CHECK(held == 48);
+}
+
+TEST_CASE("over a long run averaging takes its share of the learner's time, to within one round") {
+  for (const double share : {0.01, 0.05, 0.2, 0.5}) {
+    CAPTURE(share);
+    CpuSharePacer pacer(share);
+    std::chrono::nanoseconds averaging{0};
+    const std::chrono::nanoseconds step = 700us, cost = 3ms;
+    const int steps = 100000;
+    const int rounds = run(pacer, averaging, steps, step, cost);
+    const double training_ns = static_cast<double>(step.count()) * steps;
+    const double used_ns = static_cast<double>(averaging.count());
+    CHECK(used_ns <= share * training_ns + static_cast<double>(cost.count()));
+    CHECK(used_ns >= share * training_ns - static_cast<double>(cost.count()));
+    CHECK(rounds > 0);
+  }
+}
+
+TEST_CASE("time without rounds earns at most a second's share of credit") {
+  CpuSharePacer pacer(0.1);
+  std::chrono::nanoseconds averaging{0};
+  // An hour of training with no round run (no peers): the pacer allows rounds that are never started.
+  for (int i = 0; i < 3600; ++i) CHECK(pacer.after_step(1s, averaging));
+  CHECK(pacer.ahead_ns() == doctest::Approx(-0.1e9));
+  // Peers come: the round allowed last runs, and so does each one allowed after it, at 10 ms each. The credit
+  // (0.1 s) pays for that one and 10 more, then the share holds.
+  averaging += 10ms;
+  int burst = 0;
+  while (pacer.after_step(0ns, averaging)) {
+    ++burst;
+    averaging += 10ms;
+    REQUIRE(burst < 1000);
+  }
+  CHECK(burst == 10);
+}
+
+TEST_CASE("averaging done before the first step, and a total that goes back, count as no work") {
+  CpuSharePacer pacer(0.05);
+  CHECK(pacer.after_step(1ms, 10s));        // the data plane ran for a while before training started
+  CHECK_FALSE(pacer.after_step(1ms, 1s));   // a new data plane: its total starts again; no work since the last
+  CHECK(pacer.ahead_ns() <= 0);             // allowance, which was 2 ms ago
+  CHECK(pacer.after_step(10ms, 1s));        // 10 ms on, one more
+  CHECK_FALSE(pacer.after_step(1ms, 1s + 100ms));  // 100 ms of new work is far beyond 5% of 3 ms
+}
