@@ -102,36 +102,47 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
     f.quorum_shortfalls += d.rounds.quorum_shortfalls;
   }
   // Read in place, tensor by tensor under its lock: a copy of the model every report cost a 64 MB model 10% of a
-  // core. Eight partial sums, so that the loop is not one chain of dependent additions.
+  // core. Eight partial sums, so that the loop is not one chain of dependent additions. The samples (for the
+  // replicas' distance) every report; the mean and norm when due (NodeState::param_stats).
   const learner::ParameterStore& store = *s.setup.store;
   const std::vector<std::size_t> sampled = allreduce::replica_sample_indices(store.size());  // ascending
   r.sample.values.resize(sampled.size());
+  const auto pass_start = std::chrono::steady_clock::now();
+  const bool stats_due = pass_start >= s.param_stats.due;
   std::array<double, 8> sums{}, squares{};
   std::size_t next_sample = 0;
   for (std::size_t i = 0; i < store.tensor_count(); ++i) {
     std::lock_guard<std::mutex> hold(store.mutex(i));
     const std::span<const float> x = store.data(i);
     const std::size_t offset = store.tensor(i).offset;
-    std::size_t t = 0;
-    for (; t + 8 <= x.size(); t += 8)
-      for (std::size_t j = 0; j < 8; ++j) {
-        sums[j] += x[t + j];
-        squares[j] += static_cast<double>(x[t + j]) * x[t + j];
+    if (stats_due) {
+      std::size_t t = 0;
+      for (; t + 8 <= x.size(); t += 8)
+        for (std::size_t j = 0; j < 8; ++j) {
+          sums[j] += x[t + j];
+          squares[j] += static_cast<double>(x[t + j]) * x[t + j];
+        }
+      for (; t < x.size(); ++t) {
+        sums[0] += x[t];
+        squares[0] += static_cast<double>(x[t]) * x[t];
       }
-    for (; t < x.size(); ++t) {
-      sums[0] += x[t];
-      squares[0] += static_cast<double>(x[t]) * x[t];
     }
     for (; next_sample < sampled.size() && sampled[next_sample] < offset + x.size(); ++next_sample)
       r.sample.values[next_sample] = x[sampled[next_sample] - offset];
   }
-  double sum = 0, square_sum = 0;
-  for (std::size_t j = 0; j < 8; ++j) {
-    sum += sums[j];
-    square_sum += squares[j];
+  if (stats_due) {
+    double sum = 0, square_sum = 0;
+    for (std::size_t j = 0; j < 8; ++j) {
+      sum += sums[j];
+      square_sum += squares[j];
+    }
+    s.param_stats.mean = store.size() != 0 ? sum / static_cast<double>(store.size()) : 0;
+    s.param_stats.l2 = std::sqrt(square_sum);
+    const auto pass_end = std::chrono::steady_clock::now();
+    s.param_stats.due = pass_end + NodeState::kParamStatsCostFactor * (pass_end - pass_start);
   }
-  if (store.size() != 0) f.param_mean = sum / static_cast<double>(store.size());
-  f.param_l2 = std::sqrt(square_sum);
+  f.param_mean = s.param_stats.mean;
+  f.param_l2 = s.param_stats.l2;
   if (s.grid()) {
     r.epoch = s.grid()->epoch;
     r.layout_version = s.grid()->layout_version;
