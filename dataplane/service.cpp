@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <future>
 #include <map>
 #include <set>
 #include <string_view>
@@ -959,20 +958,17 @@ Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
   }
   service->work_.emplace(asio::make_work_guard(service->io_));
   if (o.own_thread) {
-    std::promise<void> clock_known;
-    service->thread_ = std::thread([s = service.get(), &clock_known] {
-      {
-        std::lock_guard<std::mutex> hold(s->cpu_mutex_);
-        clockid_t id;
-        if (pthread_getcpuclockid(pthread_self(), &id) == 0) s->cpu_clock_ = id;
-      }
-      clock_known.set_value();
+    // The thread runs until stop() (the work guard), so its clock is valid from here until the thread itself,
+    // about to end, replaces it by its last reading.
+    std::lock_guard<std::mutex> hold(service->cpu_mutex_);
+    service->thread_ = std::thread([s = service.get()] {
       s->io_.run();
       std::lock_guard<std::mutex> hold(s->cpu_mutex_);
       s->cpu_final_ = thread_cpu(CLOCK_THREAD_CPUTIME_ID);
       s->cpu_clock_.reset();
     });
-    clock_known.get_future().wait();
+    clockid_t id;
+    if (pthread_getcpuclockid(service->thread_.native_handle(), &id) == 0) service->cpu_clock_ = id;
   }
   return service;
 }
