@@ -21,4 +21,4 @@ run learner_gflops "$build/bench/bench_learner_gflops"
 run convergence "$build/bench/bench_convergence" --epochs 10
 run allreduce_compare bench/allreduce_compare "$build"
 run control_plane bench/control_plane_scale "$build"
-run overlap bench/overlap "$build" 2 6 allreduce.every_steps=32
+run overlap bench/overlap "$build" 2 6                       # the default pacing, allreduce.cpu_share
