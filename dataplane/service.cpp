@@ -958,16 +958,12 @@ Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
   }
   service->work_.emplace(asio::make_work_guard(service->io_));
   if (o.own_thread) {
-    // The thread runs until stop() (the work guard), so its clock is valid from here until the thread itself,
-    // about to end, replaces it by its last reading.
-    std::lock_guard<std::mutex> hold(service->cpu_mutex_);
-    service->thread_ = std::thread([s = service.get()] {
-      s->io_.run();
-      std::lock_guard<std::mutex> hold(s->cpu_mutex_);
-      s->cpu_final_ = thread_cpu(CLOCK_THREAD_CPUTIME_ID);
-      s->cpu_clock_.reset();
-    });
+    // The thread runs until stop() (the work guard), so its clock is valid from here until stop() replaces it by
+    // its last reading. The thread touches nothing of the Service after io_.run(): a Service destroyed on its own
+    // thread (stop()'s detach) is gone by then.
+    service->thread_ = std::thread([s = service.get()] { s->io_.run(); });
     clockid_t id;
+    std::lock_guard<std::mutex> hold(service->cpu_mutex_);
     if (pthread_getcpuclockid(service->thread_.native_handle(), &id) == 0) service->cpu_clock_ = id;
   }
   return service;
@@ -982,6 +978,12 @@ Service::~Service() { stop(); }
 
 void Service::stop() {
   if (!work_) return;
+  {
+    // While the thread surely runs (the work guard holds it): once it has ended its clock may name another thread.
+    std::lock_guard<std::mutex> hold(cpu_mutex_);
+    if (cpu_clock_) cpu_final_ = thread_cpu(*cpu_clock_);
+    cpu_clock_.reset();
+  }
   asio::post(io_, [this] {
     impl_->stopped = true;
     if (impl_->acceptor) impl_->acceptor->close();

@@ -151,8 +151,8 @@ class Service : public std::enable_shared_from_this<Service> {
   std::atomic<std::uint64_t> handshakes_overflowed_{0};
   std::atomic<std::uint64_t> strangers_{0};
   std::thread thread_;
-  // The thread's CPU clock while it runs; its last reading once it has ended (so that a recycled thread id is never
-  // read). Under cpu_mutex_.
+  // The thread's CPU clock until stop(); then its last reading (so that a recycled thread id is never read). Under
+  // cpu_mutex_.
   mutable std::mutex cpu_mutex_;
   std::optional<clockid_t> cpu_clock_;
   std::chrono::nanoseconds cpu_final_{0};
