@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "actors/runtime.hpp"
 #include "app/commands.hpp"
@@ -339,6 +340,31 @@ int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::
   return fail(kInternal, "the node ended unexpectedly");
 }
 
+// Bounds the actor system's shutdown once the node is done. The process has left its cluster and said its result;
+// what remains is ~actor_system, which waits for every detached actor's thread. Seen twice in one evening of tests
+// (2026-11-25): a node that became GridMaster by election and left 100 ms later stayed in that wait for good (its
+// GridMaster's thread in CAF's await_self_destroyed: something still held the terminated actor). The cause is
+// not found; a user's process must not hang after its work is done, so after kShutdownLimit it ends with its exit
+// code, saying why.
+class ShutdownLimit {
+ public:
+  static constexpr std::chrono::seconds kShutdownLimit{10};
+  void set_code(int code) { code_ = code; }
+  // Runs before the Runtime's destructor (declared after it).
+  ~ShutdownLimit() {
+    std::thread([code = code_] {
+      std::this_thread::sleep_for(kShutdownLimit);
+      spdlog::error("the actor system did not shut down within {} s; ending the process (exit code {})",
+                    kShutdownLimit.count(), code);
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }).detach();
+  }
+
+ private:
+  int code_ = kInternal;
+};
+
 }  // namespace
 
 int run(const RunArgs& args) {
@@ -359,6 +385,7 @@ int run(const RunArgs& args) {
   }
 
   actors::Runtime runtime{plan.value().config};
+  ShutdownLimit shutdown_limit;
   auto started = start_node(runtime, plan.value(), training ? &*training : nullptr);
   if (!started) return fail(started.error());
   const actors::NodeHandle& node = started.value();
@@ -375,8 +402,10 @@ int run(const RunArgs& args) {
   }
   std::unique_ptr<learner::Trainer> trainer;
   if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
-  return serve(node, trainer.get(), prometheus.value().get(),
-               std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
+  const int code = serve(node, trainer.get(), prometheus.value().get(),
+                         std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
+  shutdown_limit.set_code(code);
+  return code;
 }
 
 }  // namespace gridtrain::app
