@@ -47,8 +47,7 @@ class CpuSharePacer {
     if (ahead_ < -credit) ahead_ = -credit;
     since_allow_ += step;
     if (ahead_ > 0) return false;
-    if (allowed_once_ && averaging_total <= total_at_allow_ && since_allow_ < kIdleAllowEvery) return false;
-    allowed_once_ = true;
+    if (averaging_total <= total_at_allow_ && since_allow_ < kIdleAllowEvery) return false;
     total_at_allow_ = averaging_total;
     since_allow_ = std::chrono::nanoseconds(0);
     return true;
@@ -62,9 +61,8 @@ class CpuSharePacer {
   double ahead_ = 0;
   std::chrono::nanoseconds last_total_{0};
   bool seen_total_ = false;
-  bool allowed_once_ = false;
-  std::chrono::nanoseconds total_at_allow_{0};  // averaging_total at the last allowance
-  std::chrono::nanoseconds since_allow_{0};     // training time since then
+  std::chrono::nanoseconds total_at_allow_{0};           // averaging_total at the last allowance
+  std::chrono::nanoseconds since_allow_{kIdleAllowEvery};  // training time since then (the first step may allow)
 };
 
 }  // namespace gridtrain::learner
