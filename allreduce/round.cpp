@@ -6,6 +6,35 @@ namespace gridtrain::allreduce {
 
 namespace {
 
+// The loops over a chunk, each not inlined and with __restrict parameters, so that GCC vectorizes them without
+// aliasing checks (it drops __restrict when it inlines). The mean multiplies by 1/n rather than divides: a division
+// per element bound the reduce at 64 MB (a third of a node's reduce time in divpd alone); only the owner of a chunk
+// computes its mean, so every peer still applies the same floats.
+[[gnu::noinline]] void assign_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
+  for (std::size_t t = 0; t < len; ++t) sum[t] = a[t];
+}
+[[gnu::noinline]] void assign_sum_run(std::size_t len, double* __restrict sum, const float* __restrict a,
+                                      const float* __restrict b) {
+  for (std::size_t t = 0; t < len; ++t) sum[t] = static_cast<double>(a[t]) + b[t];
+}
+[[gnu::noinline]] void add_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
+  for (std::size_t t = 0; t < len; ++t) sum[t] += a[t];
+}
+[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const float* __restrict a, double inv) {
+  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(static_cast<double>(a[t]) * inv);
+}
+[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const float* __restrict a,
+                                const float* __restrict b, double inv) {
+  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>((static_cast<double>(a[t]) + b[t]) * inv);
+}
+[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum, double inv) {
+  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(sum[t] * inv);
+}
+[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum,
+                                const float* __restrict b, double inv) {
+  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>((sum[t] + b[t]) * inv);
+}
+
 // The partition of a round with these sizes, or why there is none.
 Result<Partition> round_partition(std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
                                   const RoundConfig& config) {
@@ -79,13 +108,12 @@ void Round::reset(const RoundKey& key) {
 void Round::accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values) {
   double* sum = sum_.data() + (offset - block_.offset);
   if (contributions_[k] == 0) {
-    for (std::size_t t = 0; t < values.size(); ++t) sum[t] = values[t];
+    assign_run(values.size(), sum, values.data());
   } else if (own_only_in_send_[k]) {
-    const float* own = send_.data() + offset;
-    for (std::size_t t = 0; t < values.size(); ++t) sum[t] = static_cast<double>(own[t]) + values[t];
+    assign_sum_run(values.size(), sum, send_.data() + offset, values.data());
     own_only_in_send_[k] = 0;
   } else {
-    for (std::size_t t = 0; t < values.size(); ++t) sum[t] += values[t];
+    add_run(values.size(), sum, values.data());
   }
   ++contributions_[k];
 }
@@ -174,18 +202,18 @@ void Round::reduce(std::uint32_t c, std::span<const float> last) {
   const std::uint32_t n = contributions_[k];
   const double* sum = sum_.data() + (r.offset - block_.offset);
   float* mean = result_.data() + r.offset;
+  const double inv = 1.0 / n;
   if (own_only_in_send_[k]) {  // the sum so far is our own contribution alone, still in send_
     const float* own = send_.data() + r.offset;
     if (last.empty()) {
-      for (std::size_t t = 0; t < r.length; ++t) mean[t] = static_cast<float>(static_cast<double>(own[t]) / n);
+      mean_run(r.length, mean, own, inv);
     } else {
-      for (std::size_t t = 0; t < r.length; ++t)
-        mean[t] = static_cast<float>((static_cast<double>(own[t]) + last[t]) / n);
+      mean_run(r.length, mean, own, last.data(), inv);
     }
   } else if (last.empty()) {
-    for (std::size_t t = 0; t < r.length; ++t) mean[t] = static_cast<float>(sum[t] / n);
+    mean_run(r.length, mean, sum, inv);
   } else {
-    for (std::size_t t = 0; t < r.length; ++t) mean[t] = static_cast<float>((sum[t] + last[t]) / n);
+    mean_run(r.length, mean, sum, last.data(), inv);
   }
   counts_[c] = n;
   mean_order_.push_back(c);
