@@ -453,6 +453,15 @@ class GateMiddleman : public caf::io::middleman_actor::base {
 
   void on_exit() override {
     dials_->cancelled.store(true);  // dials under way give up within 100 ms
+    // A request still waiting for a dial is answered now, and its promise let go: the promise holds this actor and
+    // the requester, so kept it would keep both alive for ever, and a detached requester (a GridMaster) or this
+    // actor would hold the actor system's shutdown (it waits for every detached actor to be destroyed).
+    for (auto& [at, waiting] : pending_)
+      for (auto& promise : waiting)
+        promise.deliver(make_gate_error(GateRefusal::unreachable, at.first + ":" + std::to_string(at.second) +
+                                                                      ": this node is shutting down"));
+    pending_.clear();
+    cached_.clear();
     on_end_();
     broker_ = nullptr;
   }

@@ -6,8 +6,14 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "actors/gate.hpp"
@@ -139,6 +145,51 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
 
   node.stop();
   node.wait();
+}
+
+TEST_CASE("an actor system shuts down while a dial is under way for an actor that has ended") {
+  // A detached actor (as a GridMaster is) asks the gate to connect to a port that takes the TCP connection and never
+  // answers the handshake, and ends. The actor system then shuts down with the dial under way: it must end.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(silent >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(silent, 8) == 0);
+  socklen_t length = sizeof at;
+  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &length) == 0);
+  const std::uint16_t port = ntohs(at.sin_port);
+
+  auto ended = std::make_shared<std::promise<void>>();
+  auto done = ended->get_future();
+  std::thread([ended, port] {
+    actors::SystemConfig config{cluster_config(1, 1.0)};
+    caf::actor_system system{config};
+    const actors::Credentials credentials{"secret", nullptr};
+    auto asked = std::make_shared<std::promise<void>>();
+    auto asked_future = asked->get_future();
+    system.spawn<caf::detached>([credentials, port, asked](caf::event_based_actor* self) {
+      self->request(actors::gate_middleman(self->system(), credentials), std::chrono::seconds(30),
+                    caf::connect_atom::value, std::string("127.0.0.1"), port)
+          .then([](caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) {}, [](caf::error&) {});
+      self->delayed_send(self, std::chrono::milliseconds(200), caf::close_atom::value);
+      asked->set_value();
+      return caf::behavior{[self](caf::close_atom) { self->quit(); }};
+    });
+    asked_future.wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the actor has ended; the dial goes on
+    ended->set_value_at_thread_exit();
+  }).detach();
+  const bool shut_down = done.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  ::close(silent);
+  if (!shut_down) {
+    // The system's threads cannot be joined: say so and end the test binary, rather than hang it.
+    MESSAGE("the actor system did not shut down within 60 s (a terminated actor held by a pending dial)");
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  CHECK(shut_down);
 }
 
 }  // namespace gridtrain::testing
