@@ -63,6 +63,10 @@ Status Trainer::write_checkpoint() {
   return {};
 }
 
+bool paces_rounds(int every_steps, double cpu_share, bool has_averaging_cpu) {
+  return every_steps > 0 || (cpu_share > 0 && cpu_share < 1 && has_averaging_cpu);
+}
+
 void Trainer::run() {
   auto& l = *setup_.learner;
   using clock = std::chrono::steady_clock;
@@ -76,7 +80,7 @@ void Trainer::run() {
   bool reported = false;
   const auto every = static_cast<std::uint64_t>(std::max(setup_.every_steps, 0));
   std::optional<CpuSharePacer> pacer;
-  if (!every && setup_.cpu_share > 0 && setup_.cpu_share < 1 && setup_.averaging_cpu && setup_.on_every_steps)
+  if (!every && paces_rounds(0, setup_.cpu_share, static_cast<bool>(setup_.averaging_cpu)) && setup_.on_every_steps)
     pacer.emplace(setup_.cpu_share);
   auto step_start = clock::now();
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));

@@ -61,6 +61,11 @@ struct TrainerSetup {
   int checkpoint_every = 0;     // steps; 0 = none
 };
 
+// Whether a trainer with these settings paces the node's rounds (calls on_every_steps): every_steps > 0, or
+// cpu_share below 1 with the averaging's CPU clock to pace by. The node must start rounds only when allowed exactly
+// when this holds: a node told to wait for allowances that never come would never average.
+bool paces_rounds(int every_steps, double cpu_share, bool has_averaging_cpu);
+
 class Trainer {
  public:
   explicit Trainer(TrainerSetup setup);

@@ -116,3 +116,12 @@ TEST_CASE("a trainer paced by CPU share allows rounds while averaging stays with
   CHECK(allowed_in_run(1.0, 0, std::chrono::nanoseconds(0)) == 0);   // share 1: back to back, nothing to allow
   CHECK(allowed_in_run(0.05, 4, std::chrono::hours(1)) == 3);        // every_steps wins over the share
 }
+
+// The node waits for allowances exactly when the trainer gives them (app/run_command.cpp asks the same question).
+TEST_CASE("a trainer paces rounds by every_steps, or by a CPU share below 1 only with a clock to pace by") {
+  CHECK(gridtrain::learner::paces_rounds(4, 1.0, false));
+  CHECK(gridtrain::learner::paces_rounds(0, 0.025, true));
+  // No averaging clock: rounds back to back, never a wait for allowances that do not come.
+  CHECK_FALSE(gridtrain::learner::paces_rounds(0, 0.025, false));
+  CHECK_FALSE(gridtrain::learner::paces_rounds(0, 1.0, true));
+}
