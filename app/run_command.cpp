@@ -344,11 +344,11 @@ int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::
 
 // Bounds the actor system's shutdown once the node is done. The process has left its cluster and said its result;
 // what remains is ~actor_system, which waits until every detached actor is destroyed. A node that became GridMaster
-// by election and left 100 ms later once stayed in that wait for good. One way there is found and fixed: a
-// GridMaster asks the gate for connections, and a dial under way at shutdown left the gate's promise holding both
-// ended actors (the gate's on_exit; tests/actors/gate_test.cpp). That this was the hang seen is likely, not
-// proven. Anything else that holds an ended detached actor would hang the process the same way, and a user's
-// process must not hang after its work is done: after kShutdownLimit it ends with its exit code, saying why.
+// by election and left 100 ms later once stayed in that wait for good: its GridMaster had asked the gate for a
+// connection to a member that did not answer, and the gate's promise for that dial held both ended actors (fixed in
+// the gate's on_exit; tests/actors/gate_test.cpp, and with processes in tests/app/failover_test.cpp). Anything else
+// that holds an ended detached actor would hang the process the same way, and a user's process must not hang after
+// its work is done: after kShutdownLimit it ends with its exit code, saying why.
 class ShutdownLimit {
  public:
   static constexpr std::chrono::seconds kShutdownLimit{10};
