@@ -154,8 +154,9 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
     // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
     options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
     // The trainer (start_trainer) paces by the data plane's CPU clock: the same test decides on both sides.
-    options.paced_by_every_steps = learner::paces_rounds(plan.config.allreduce.every_steps,
-                                                         plan.config.allreduce.cpu_share, runtime.data_plane() != nullptr);
+    const config::AllreduceConfig& allreduce = plan.config.allreduce;
+    options.paced_by_every_steps =
+        learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, runtime.data_plane() != nullptr);
     options.progress = training->progress;
   }
   auto node = runtime.start_node(std::move(options));
