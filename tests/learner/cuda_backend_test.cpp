@@ -105,6 +105,7 @@ void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& s
   const auto x = normal(rng, shape.input_floats() * batch);
   const auto w = normal(rng, w_floats, 0.1), b = normal(rng, b_floats, 0.1);
   const auto dy = normal(rng, shape.output_floats() * batch);
+  INFO(gridtrain::config::to_string(spec.type) << " layer of the same_layer call with seed " << seed);
   const LayerRun want = run_layer(cpu, shape, batch, x, w, b, dy);
   const LayerRun got = run_layer(cuda, shape, batch, x, w, b, dy);
   CHECK(relative_error(got.y, want.y) <= 1e-4);
