@@ -300,6 +300,18 @@ TEST_CASE("on CUDA, elastic updates beside step() keep the model whole and train
   check_elastic_updates_beside_steps(*learner, 200);
 }
 
+TEST_CASE("on CUDA, every elastic update beside step() lands once, in the store and on the device") {
+  if (!cuda_or_skip()) return;
+  auto config = cnn_config(Device::cuda);
+  config.optimizer.kind = gridtrain::config::OptimizerKind::sgd;
+  config.optimizer.learning_rate = 0;
+  config.optimizer.weight_decay = 0;
+  auto learner = must_create(config, images(256, 12, 4, 12));
+  config.device = Device::cpu;
+  auto reference = must_create(config, images(256, 12, 4, 12));
+  check_elastic_updates_land_once(*learner, *reference, images(64, 12, 4, 13));
+}
+
 TEST_CASE("on CUDA, restoring the step count, the parameters and the velocity resumes training exactly") {
   if (!cuda_or_skip()) return;
   auto a = must_create(cnn_config(Device::cuda), images(40, 12, 4, 11));

@@ -98,16 +98,17 @@ std::vector<float> arena(Learner& learner) {
 }
 
 void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
-  const std::vector<float> centre = arena(learner);
   const StoreTransfers before = learner.store_transfers();
   std::atomic<bool> stop{false};
   std::atomic<int> updates{0};
   std::thread allreduce([&] {
     auto& store = learner.params();
+    std::vector<float> centre(store.size());
+    store.fetch(centre);
     std::vector<float> fetched(store.size());
     std::uint64_t seen = 0;
     while (!stop.load()) {
-      // One update per learner step: more would pin the model to the centre.
+      // One update per learner step: more would pin the model to the trailing centre.
       if (learner.steps() == seen) {
         std::this_thread::yield();
         continue;
@@ -115,8 +116,9 @@ void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
       seen = learner.steps();
       store.fetch(fetched);
       store.update_each([&](std::size_t offset, std::span<float> t) {
-        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.98f * t[i] + 0.02f * centre[offset + i];
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.7f * t[i] + 0.3f * centre[offset + i];
       });
+      centre.swap(fetched);
       ++updates;
     }
   });
@@ -125,11 +127,49 @@ void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
   stop = true;
   allreduce.join();
   REQUIRE(stepped);
+  MESSAGE(updates.load() << " elastic updates beside " << learner.steps() << " steps");
   const auto params = arena(learner);
   CHECK(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
   CHECK(must_evaluate(learner, learner.train_set()).accuracy > 0.9);
   CHECK(learner.store_transfers().passes > before.passes);
   CHECK(learner.store_transfers().bytes > before.bytes);
+}
+
+void check_elastic_updates_land_once(Learner& learner, Learner& reference, const Dataset& test) {
+  constexpr float delta = 1.0f / 1024;
+  std::vector<float> expected = arena(learner);
+  std::atomic<bool> stop{false};
+  std::atomic<int> updates{0};
+  std::thread allreduce([&] {
+    auto& store = learner.params();
+    std::uint64_t seen = 0;
+    while (!stop.load()) {
+      if (learner.steps() == seen) {
+        std::this_thread::yield();
+        continue;
+      }
+      seen = learner.steps();
+      store.update_each([&](std::size_t, std::span<float> t) {
+        for (float& v : t) v += delta;
+      });
+      for (float& v : expected) v += delta;
+      ++updates;
+    }
+  });
+  bool stepped = true;
+  for (int s = 0; stepped && (s < 100 || updates.load() < 50); ++s) stepped = learner.step().ok();
+  stop = true;
+  allreduce.join();
+  REQUIRE(stepped);
+  CAPTURE(updates.load());
+  const auto params = arena(learner);
+  REQUIRE(params.size() == expected.size());
+  float worst = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) worst = std::max(worst, std::abs(params[i] - expected[i]));
+  CHECK(worst <= delta / 100);
+  // The backend's own model, not only the store: it evaluates as a CPU learner given the store does.
+  reference.params().assign(params);
+  CHECK(must_evaluate(learner, test).loss == doctest::Approx(must_evaluate(reference, test).loss).epsilon(1e-4));
 }
 
 }  // namespace gridtrain::learner::testing

@@ -216,3 +216,13 @@ TEST_CASE("elastic updates beside step() keep the model whole and training") {
   auto learner = must_create(mlp_config(), blobs(300));
   check_elastic_updates_beside_steps(*learner, 150);
 }
+
+TEST_CASE("every elastic update beside step() lands once") {
+  auto config = mlp_config();
+  config.optimizer.kind = gridtrain::config::OptimizerKind::sgd;
+  config.optimizer.learning_rate = 0;
+  config.optimizer.weight_decay = 0;
+  auto learner = must_create(config, blobs(300));
+  auto reference = must_create(config, blobs(300));
+  check_elastic_updates_land_once(*learner, *reference, blobs(100, 8, 3, 6));
+}
