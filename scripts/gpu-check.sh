@@ -4,7 +4,9 @@
 #   2. runs the learner tests, the CUDA ones included (they must not skip here);
 #   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch eager, side by side: samples/s at the same
 #      batch, then test accuracy after 15 epochs each;
-#   4. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node.
+#   4. times every cuDNN convolution algorithm on the CNN's convolutions, with its error against a direct sum;
+#   5. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node, by the
+#      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence).
 # It ends with a summary of the figures.
 #
 # The machine needs nvcc, cmake, ninja, and a python3 with PyTorch and pip's cuDNN (nvidia-cudnn-*); nothing of
@@ -76,8 +78,16 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGRIDTRAIN_CU
 cuda_start=$(date +%s)
 cmake --build "$build" --target gridtrain_cuda || fail "the CUDA module did not build"
 cuda_seconds=$(($(date +%s) - cuda_start))
-cmake --build "$build" --target test_learner bench_cuda_cnn bench_cuda_cluster || fail "the build failed"
+cmake --build "$build" --target test_learner bench_cuda_cnn bench_cuda_cluster bench_cuda_conv_algos ||
+  fail "the build failed"
 echo "built in $(($(date +%s) - start)) s (the CUDA module alone: $cuda_seconds s, $(nproc) cores)"
+# The actors' cluster (step 5) needs the whole runtime: CAF, Asio, prometheus-cpp from the prefix.
+if [ "${BUILD_ONLY:-0}" != 1 ]; then
+  actors_start=$(date +%s)
+  cmake --build "$build" --target bench_convergence >"$build/actors-build.log" 2>&1 &&
+    echo "bench_convergence built in $(($(date +%s) - actors_start)) s" ||
+    { tail -20 "$build/actors-build.log"; echo "bench_convergence did not build (above)"; }
+fi
 
 status=0
 if [ "${BUILD_ONLY:-0}" = 1 ]; then
@@ -95,6 +105,9 @@ if "$build/tests/learner/test_learner" -tc="*CUDA*" 2>&1 | grep -q "skipped:"; t
   echo "error: the CUDA tests skipped on a GPU machine"
   status=1
 fi
+
+step "cuDNN's convolution algorithms on the CNN's convolutions: time and error against a direct sum"
+"$build/bench/bench_cuda_conv_algos" --batch "$batch" --batch 256 | tee "$build/conv_algos.txt" || status=1
 
 data="$root/.gpu/data"
 step "samples/s side by side: gridtrain and PyTorch eager, batch $batch, $steps timed steps each"
@@ -124,7 +137,8 @@ if [ -x "$build/bench/bench_convergence" ]; then
     --set "data.test_images=$data/t10k-images-idx3-ubyte.gz" --set "data.test_labels=$data/t10k-labels-idx1-ubyte.gz" |
     tee "$build/cluster_actors.txt" || status=1
 else
-  echo "bench_convergence was not built here (no CAF in the carried prefix): the actors' cluster run is skipped"
+  echo "error: bench_convergence was not built: the actors' cluster run is skipped"
+  status=1
 fi
 
 step "summary"

@@ -2,8 +2,8 @@
 # Prepares .gpu/, what scripts/gpu-check.sh needs on a bare GPU machine that has nvcc, cmake, a Python with
 # PyTorch and cuDNN (pip's nvidia-cudnn), but no Debian packages and no network:
 #   .gpu/prefix.tar.xz  the build's Debian dependencies (headers, libraries, CMake configs: yaml-cpp, CAF, spdlog,
-#                       fmt, CLI11, doctest, OpenBLAS, zlib, nlohmann-json), unpacked from their .debs with
-#                       `dpkg -x` into one folder (usr/...) and packed;
+#                       fmt, CLI11, doctest, OpenBLAS, zlib, nlohmann-json, Asio, prometheus-cpp), unpacked from
+#                       their .debs with `dpkg -x` into one folder (usr/...) and packed;
 #   .gpu/data/          Fashion-MNIST's four IDX .gz files.
 # Run it here (Debian, with apt); carry .gpu to the GPU machine beside the working tree, then run
 # scripts/gpu-check.sh there. .gpu/ is kept out of git through .git/info/exclude. About 45 MiB.
@@ -20,6 +20,7 @@ packages=(
   libcaf-dev libcaf-core0.17 libcaf-io0.17 libcaf-openssl0.17
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libcli11-dev doctest-dev nlohmann-json3-dev
+  libasio-dev  # the data plane (header-only), for the actors' cluster run
   zlib1g-dev zlib1g
   libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
   # telemetry's /metrics: prometheus-cpp's CMake config asks for civetweb (pull; its targets name the civetweb
