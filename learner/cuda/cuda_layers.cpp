@@ -1,8 +1,10 @@
 #include "learner/cuda/cuda_layers.hpp"
 
 #include <algorithm>
+#include <compare>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "base/check.hpp"
@@ -109,39 +111,102 @@ struct PoolingDescriptor {
 // The most workspace one convolution algorithm may ask for; faster ones that want more are passed over.
 constexpr std::size_t workspace_limit = std::size_t(256) << 20;
 
-// The algorithms that compute a convolution as direct sums of products (implicit or explicit GEMM, direct).
-// FFT and Winograd transform the data and round in the transform. For the Fashion-MNIST CNN's second
-// convolution (32 to 64 filters of 5x5 on 14x14) cuDNN's heuristics rank FFT first for the forward pass and
-// Winograd (non-fused) first for the filter gradient; that gradient missed the CPU backend by 3e-3 of the
-// tensor's scale (an H100), where IMPLICIT_PRECOMP_GEMM and ALGO_1 stay within 1.6e-6 (an H200). Like TF32, that
-// is a loss of accuracy a user did not ask for.
-bool sums_directly(cudnnConvolutionFwdAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
-         a == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || a == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
-}
-bool sums_directly(cudnnConvolutionBwdFilterAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
-         a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
-}
-bool sums_directly(cudnnConvolutionBwdDataAlgo_t a) {
-  return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+// How convolutions are computed: in FP32 without tensor cores (TF32 would miss the CPU backend by 1e-3), by the
+// fastest deterministic algorithm measured on the layer's own shapes, Winograd excepted. Measured on an H200
+// (bench/cuda_conv_algos.cpp, on the Fashion-MNIST CNN's convolutions at batch 64 and 256; BENCHMARKS.md):
+//   - Winograd (non-fused) misses a direct sum by 1.4e-3 to 9.9e-3 of the tensor's scale, and was cuDNN's
+//     heuristic first choice for the second convolution's filter gradient (3e-3 there, an H100): never used.
+//   - FFT and FFT tiling stay within 1.8e-6, as do the GEMM-like ones summing in another order, and are often the
+//     fastest (conv2's filter gradient at batch 64: FFT 0.078 ms, ALGO_1 0.305).
+//   - cuDNN's heuristics list too few to choose from (two for that gradient, neither FFT), so each candidate is
+//     timed on the layer's buffers, once per shape, as PyTorch's cudnn.benchmark does.
+//   - Deterministic ones win over atomics (ALGO_0, ALGO_3) so that two runs of one config train alike; the
+//     fastest deterministic was within 5% of the fastest at those shapes.
+// The choice is kept per process and shape, so every learner of a process computes alike (the resume test
+// compares two learners to 1e-6).
+struct Choice {
+  int algorithm = -1;
+  std::size_t workspace = 0;
+};
+
+struct ConvolutionKey {
+  int device, pass, batch, channels, height, width, filters, kernel, stride, padding;
+  auto operator<=>(const ConvolutionKey&) const = default;
+};
+
+std::mutex& choices_mutex() {
+  static std::mutex m;
+  return m;
 }
 
-// From cuDNN's heuristic ranking (fastest first), the first algorithm that sums directly, in FP32 without tensor
-// cores (TF32 would miss the CPU backend by 1e-3), within the workspace limit, preferring deterministic ones so
-// that two runs of one config train alike.
-template <class Perf>
-Perf pick(const Perf* perf, int count, const char* what) {
-  const Perf* any = nullptr;
-  for (int i = 0; i < count; ++i) {
-    const Perf& p = perf[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace_limit || !sums_directly(p.algo)) continue;
-    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-    if (p.determinism == CUDNN_DETERMINISTIC) return p;
-    if (!any) any = &p;
+std::map<ConvolutionKey, Choice>& choices() {
+  static std::map<ConvolutionKey, Choice> m;
+  return m;
+}
+
+enum Pass { forward_pass, filter_pass, data_pass };
+
+// The candidates per pass (cuDNN's enums; Winograd left out) and which of them use atomics (cuDNN's docs).
+constexpr cudnnConvolutionFwdAlgo_t forward_candidates[] = {
+    CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+    CUDNN_CONVOLUTION_FWD_ALGO_GEMM,          CUDNN_CONVOLUTION_FWD_ALGO_DIRECT,
+    CUDNN_CONVOLUTION_FWD_ALGO_FFT,           CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING};
+constexpr cudnnConvolutionBwdFilterAlgo_t filter_candidates[] = {
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3};
+constexpr cudnnConvolutionBwdDataAlgo_t data_candidates[] = {
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+    CUDNN_CONVOLUTION_BWD_DATA_ALGO_0};
+bool deterministic(cudnnConvolutionFwdAlgo_t) { return true; }
+bool deterministic(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 && a != CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+bool deterministic(cudnnConvolutionBwdDataAlgo_t a) { return a != CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+
+// Times each candidate that cuDNN supports here within the workspace limit: `need(algo, &bytes)` asks for its
+// workspace, `run(algo, workspace, bytes)` runs it on the compute stream. Returns the fastest deterministic one,
+// or the fastest if none is.
+template <class Algo, std::size_t N, class Need, class Run>
+Choice measure(CudaContext& ctx, const Algo (&candidates)[N], Need need, Run run, const char* what) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CUDA_CHECK(cudaEventCreate(&start));
+  CUDA_CHECK(cudaEventCreate(&stop));
+  Choice best_deterministic, best;
+  float best_deterministic_ms = 0, best_ms = 0;
+  try {
+    for (const Algo algo : candidates) {
+      std::size_t bytes = 0;
+      if (need(algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > workspace_limit) continue;
+      void* ws = ctx.workspace(bytes);
+      if (run(algo, ws, bytes) != CUDNN_STATUS_SUCCESS) continue;  // a warm-up, and supported after all?
+      constexpr int calls = 3;
+      CUDA_CHECK(cudaEventRecord(start, ctx.compute()));
+      for (int i = 0; i < calls; ++i) CUDA_CHECK(run(algo, ws, bytes));
+      CUDA_CHECK(cudaEventRecord(stop, ctx.compute()));
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      const Choice choice{static_cast<int>(algo), bytes};
+      if (best.algorithm < 0 || ms < best_ms) {
+        best = choice;
+        best_ms = ms;
+      }
+      if (deterministic(algo) && (best_deterministic.algorithm < 0 || ms < best_deterministic_ms)) {
+        best_deterministic = choice;
+        best_deterministic_ms = ms;
+      }
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
   }
-  if (any) return *any;
-  throw CudaError(std::string("cuDNN offers no FP32 ") + what + " algorithm for this convolution");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (best_deterministic.algorithm >= 0) return best_deterministic;
+  if (best.algorithm >= 0) return best;
+  throw CudaError(std::string("cuDNN runs no FP32 ") + what + " algorithm for this convolution");
 }
 
 // Per sample: y = W ⋆ x + b (cross-correlation, as the CPU backend's im2col), W (filters, channels, k, k).
@@ -153,93 +218,110 @@ class Conv2dLayer final : public Layer {
         height_(shape.height()),
         width_(shape.width()),
         filters_(shape.spec.filters),
+        kernel_(shape.spec.kernel),
+        stride_(shape.spec.stride),
+        padding_(shape.spec.padding),
         out_height_(shape.output[1]),
         out_width_(shape.output[2]) {
-    const int k = shape.spec.kernel, s = shape.spec.stride, pad = shape.spec.padding;
-    CUDA_CHECK(cudnnSetFilter4dDescriptor(w_.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters_, channels_, k, k));
     CUDA_CHECK(
-        cudnnSetConvolution2dDescriptor(conv_.d, pad, pad, s, s, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        cudnnSetFilter4dDescriptor(w_.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters_, channels_, kernel_, kernel_));
+    CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv_.d, padding_, padding_, stride_, stride_, 1, 1,
+                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDA_CHECK(cudnnSetConvolutionMathType(conv_.d, CUDNN_FMA_MATH));
   }
 
   void forward(int batch, const float* x, float* y, LayerParams p) override {
-    const Algorithms& a = describe(batch);
-    void* ws = ctx_.workspace(a.workspace);
+    describe(batch);
     const float one = 1.0f, zero = 0.0f;
-    CUDA_CHECK(cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x, w_.d, p.weight, conv_.d, a.forward, ws, a.workspace,
-                                       &zero, y_.d, y));
+    auto run = [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
+      return cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x, w_.d, p.weight, conv_.d, algo, ws, bytes, &zero, y_.d,
+                                     y);
+    };
+    const Choice c = choose(forward_pass, batch, [&] {
+      return measure(
+          ctx_, forward_candidates,
+          [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn(), x_.d, w_.d, conv_.d, y_.d, algo, bytes);
+          },
+          run, "forward");
+    });
+    CUDA_CHECK(run(static_cast<cudnnConvolutionFwdAlgo_t>(c.algorithm), ctx_.workspace(c.workspace), c.workspace));
     CUDA_CHECK(add_bias(y, p.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
   }
 
   void backward(int batch, const float* x, const float*, const float* dy, float* dx, LayerParams p,
                 LayerGrads g) override {
-    const Algorithms& a = describe(batch);
-    void* ws = ctx_.workspace(a.workspace);
+    describe(batch);
     const float one = 1.0f, zero = 0.0f;
-    CUDA_CHECK(cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x, y_.d, dy, conv_.d, a.filter, ws, a.workspace,
-                                              &zero, w_.d, g.weight));
+    auto run_filter = [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
+      return cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x, y_.d, dy, conv_.d, algo, ws, bytes, &zero,
+                                            w_.d, g.weight);
+    };
+    const Choice f = choose(filter_pass, batch, [&] {
+      return measure(
+          ctx_, filter_candidates,
+          [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn(), x_.d, y_.d, conv_.d, w_.d, algo, bytes);
+          },
+          run_filter, "backward-filter");
+    });
+    CUDA_CHECK(run_filter(static_cast<cudnnConvolutionBwdFilterAlgo_t>(f.algorithm), ctx_.workspace(f.workspace),
+                          f.workspace));
     CUDA_CHECK(bias_grad(dy, g.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
-    if (dx)
-      CUDA_CHECK(cudnnConvolutionBackwardData(ctx_.cudnn(), &one, w_.d, p.weight, y_.d, dy, conv_.d, a.data, ws,
-                                              a.workspace, &zero, x_.d, dx));
+    if (!dx) return;
+    auto run_data = [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
+      return cudnnConvolutionBackwardData(ctx_.cudnn(), &one, w_.d, p.weight, y_.d, dy, conv_.d, algo, ws, bytes, &zero,
+                                          x_.d, dx);
+    };
+    const Choice d = choose(data_pass, batch, [&] {
+      return measure(
+          ctx_, data_candidates,
+          [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+            return cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn(), w_.d, y_.d, conv_.d, x_.d, algo, bytes);
+          },
+          run_data, "backward-data");
+    });
+    CUDA_CHECK(
+        run_data(static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algorithm), ctx_.workspace(d.workspace), d.workspace));
   }
 
  private:
-  struct Algorithms {
-    cudnnConvolutionFwdAlgo_t forward;
-    cudnnConvolutionBwdFilterAlgo_t filter;
-    cudnnConvolutionBwdDataAlgo_t data;
-    std::size_t workspace;
-  };
-
-  // Sets the tensor descriptors for `batch` samples and returns its algorithms, chosen once per batch size
-  // (an epoch's last minibatch may be smaller) and kept.
-  const Algorithms& describe(int batch) {
-    if (batch != described_) {
-      x_.set(batch, channels_, height_, width_);
-      y_.set(batch, filters_, out_height_, out_width_);
-      described_ = batch;
-    }
-    auto found = algorithms_.find(batch);
-    if (found != algorithms_.end()) return found->second;
-
+  // Sets the tensor descriptors for `batch` samples (an epoch's last minibatch may be smaller), checking the
+  // output's shape against the model's the first time.
+  void describe(int batch) {
+    if (batch == described_) return;
+    x_.set(batch, channels_, height_, width_);
+    y_.set(batch, filters_, out_height_, out_width_);
+    described_ = batch;
     int n = 0, c = 0, h = 0, w = 0;
     CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.d, x_.d, w_.d, &n, &c, &h, &w));
     if (n != batch || c != filters_ || h != out_height_ || w != out_width_)
       throw CudaError("cuDNN's conv2d output " + std::to_string(c) + "x" + std::to_string(h) + "x" + std::to_string(w) +
                       " differs from the model's " + std::to_string(filters_) + "x" + std::to_string(out_height_) +
                       "x" + std::to_string(out_width_));
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    cudnnConvolutionBwdFilterAlgoPerf_t flt[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    cudnnConvolutionBwdDataAlgoPerf_t dat[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    int nf = 0, nw = 0, nd = 0;
-    CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(ctx_.cudnn(), x_.d, w_.d, conv_.d, y_.d,
-                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &nf, fwd));
-    CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx_.cudnn(), x_.d, y_.d, conv_.d, w_.d,
-                                                             CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &nw, flt));
-    CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx_.cudnn(), w_.d, y_.d, conv_.d, x_.d,
-                                                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &nd, dat));
-    const auto f = pick(fwd, nf, "forward");
-    const auto bf = pick(flt, nw, "backward-filter");
-    const auto bd = pick(dat, nd, "backward-data");
-    // The heuristics' memory is an estimate; ask each algorithm for its exact need.
-    std::size_t need_f = 0, need_bf = 0, need_bd = 0;
-    CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(ctx_.cudnn(), x_.d, w_.d, conv_.d, y_.d, f.algo, &need_f));
-    CUDA_CHECK(
-        cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx_.cudnn(), x_.d, y_.d, conv_.d, w_.d, bf.algo, &need_bf));
-    CUDA_CHECK(
-        cudnnGetConvolutionBackwardDataWorkspaceSize(ctx_.cudnn(), w_.d, y_.d, conv_.d, x_.d, bd.algo, &need_bd));
-    const Algorithms chosen{f.algo, bf.algo, bd.algo, std::max({need_f, need_bf, need_bd})};
-    return algorithms_.emplace(batch, chosen).first->second;
+  }
+
+  // This layer's choice for `pass` at `batch`: this process's, measured by `measure_now` the first time. The
+  // lock is held while measuring, so that learners sharing the GPU do not time each other's work.
+  template <class Measure>
+  Choice choose(Pass pass, int batch, Measure measure_now) {
+    auto& mine = chosen_[pass];
+    if (auto found = mine.find(batch); found != mine.end()) return found->second;
+    const ConvolutionKey key{ctx_.device(), pass,     batch,   channels_, height_,
+                             width_,        filters_, kernel_, stride_,   padding_};
+    std::lock_guard<std::mutex> hold(choices_mutex());
+    auto found = choices().find(key);
+    if (found == choices().end()) found = choices().emplace(key, measure_now()).first;
+    return mine.emplace(batch, found->second).first->second;
   }
 
   CudaContext& ctx_;
-  int channels_, height_, width_, filters_, out_height_, out_width_;
+  int channels_, height_, width_, filters_, kernel_, stride_, padding_, out_height_, out_width_;
   TensorDescriptor x_, y_;
   FilterDescriptor w_;
   ConvolutionDescriptor conv_;
   int described_ = 0;
-  std::map<int, Algorithms> algorithms_;
+  std::map<int, Choice> chosen_[3];  // per pass, per batch: this process's choices, without the lock
 };
 
 // cuDNN's deterministic max pooling: backward() sends each output's gradient to its window's max, found again
