@@ -120,10 +120,12 @@ constexpr std::size_t workspace_limit = std::size_t(256) << 20;
 //     fastest (conv2's filter gradient at batch 64: FFT 0.078 ms, ALGO_1 0.305).
 //   - cuDNN's heuristics list too few to choose from (two for that gradient, neither FFT), so each candidate is
 //     timed on the layer's buffers, once per shape, as PyTorch's cudnn.benchmark does.
-//   - Deterministic ones win over atomics (ALGO_0, ALGO_3) so that two runs of one config train alike; the
-//     fastest deterministic was within 5% of the fastest at those shapes.
+//   - Deterministic ones win over atomics (ALGO_0, ALGO_3), so that a step repeats its arithmetic; at those
+//     shapes that cost at most 0.03 ms a call (conv1's filter gradient at batch 256: FFT 0.102, ALGO_3 0.072).
 // The choice is kept per process and shape, so every learner of a process computes alike (the resume test
-// compares two learners to 1e-6).
+// compares two learners to 1e-6). Timing may choose differently in another process (conv2's forward pass at
+// batch 64 was FFT tiling in one run, implicit GEMM in the next): two runs agree to float rounding, not bit for
+// bit.
 struct Choice {
   int algorithm = -1;
   std::size_t workspace = 0;
