@@ -155,9 +155,10 @@ bool collect(const Nodes& nodes, const std::vector<Ending>& endings, const std::
 }
 
 // 5. A failed plot is a warning: the CSV holds the same figures.
-void plot(const std::string& dir) {
+bool plot(const std::string& dir) {
   const Status drawn = draw_metrics_plots(dir + "/metrics.csv", dir, "gridnode demo");
   if (!drawn.ok()) std::cerr << "warning: demo: no plots: " << drawn.error().to_string() << std::endl;
+  return drawn.ok();
 }
 
 }  // namespace
@@ -181,9 +182,11 @@ int demo(const DemoArgs& args, const char* argv0) {
   bool stopped = false;
   const std::vector<Ending> endings = relay_progress(nodes.value(), stopped);
   const bool finished = collect(nodes.value(), endings, dir);
-  plot(dir);
-  std::cout << "demo: wrote " << dir << "/metrics.csv, and its plots accuracy.png, loss.png, samples_per_s.png and "
-            << "tau.png" << std::endl;
+  if (plot(dir))
+    std::cout << "demo: wrote " << dir << "/metrics.csv, and its plots accuracy.png, loss.png, samples_per_s.png and "
+              << "tau.png" << std::endl;
+  else
+    std::cout << "demo: wrote " << dir << "/metrics.csv (no plots: see the warning above)" << std::endl;
   return finished && !stopped ? kOk : kInternal;
 }
 

@@ -6,7 +6,8 @@
 #      batch, then test accuracy after 15 epochs each;
 #   4. times every cuDNN convolution algorithm on the CNN's convolutions, with its error against a direct sum;
 #   5. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node, by the
-#      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence).
+#      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence);
+#   6. runs `gridnode demo` with the CNN on the GPU: 4 node processes, the main job as a user runs it.
 # It ends with a summary of the figures.
 #
 # The machine needs nvcc, cmake, ninja, and a python3 with PyTorch and pip's cuDNN (nvidia-cudnn-*); nothing of
@@ -127,10 +128,11 @@ step "4 nodes in one process sharing the GPU, elastic averaging, $epochs epochs"
 # the actors were built here.
 "$build/bench/bench_cuda_cluster" --data "$data" --nodes 4 --batch "$batch" --epochs "$epochs" |
   tee "$build/cluster.txt" || status=1
+# The CNN of bench_cuda_cnn and bench/pytorch_cnn.py, as config.
+cnn='[{type: conv2d, filters: 32, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
+      {type: conv2d, filters: 64, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
+      {type: dense, units: 1024}, {type: relu}, {type: dense, units: 10}, {type: softmax_cross_entropy}]'
 if [ -x "$build/bench/bench_convergence" ]; then
-  cnn='[{type: conv2d, filters: 32, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
-        {type: conv2d, filters: 64, kernel: 5, padding: 2}, {type: relu}, {type: maxpool, size: 2},
-        {type: dense, units: 1024}, {type: relu}, {type: dense, units: 10}, {type: softmax_cross_entropy}]'
   "$build/bench/bench_convergence" --epochs "$epochs" --nodes 4 --modes elastic \
     --set learner.device=cuda --set "learner.model.layers=$cnn" --set "learner.batch=$batch" \
     --set "data.train_images=$data/train-images-idx3-ubyte.gz" --set "data.train_labels=$data/train-labels-idx1-ubyte.gz" \
@@ -141,11 +143,27 @@ else
   status=1
 fi
 
+step "gridnode demo on the GPU: 4 node processes sharing it, the CNN, $epochs epochs"
+# The main job as a user runs it, each node a process of its own with the CUDA backend (no gnuplot here: the
+# demo warns that it drew no plots).
+if cmake --build "$build" --target gridnode >"$build/gridnode-build.log" 2>&1; then
+  "$build/gridnode" demo --nodes 4 --epochs "$epochs" --out "$build/demo-gpu" --set learner.device=cuda \
+    --set "learner.model.layers=$cnn" --set "learner.batch=$batch" --set learner.optimizer.learning_rate=0.01 \
+    --set "data.train_images=$data/train-images-idx3-ubyte.gz" --set "data.train_labels=$data/train-labels-idx1-ubyte.gz" \
+    --set "data.test_images=$data/t10k-images-idx3-ubyte.gz" --set "data.test_labels=$data/t10k-labels-idx1-ubyte.gz" |
+    tee "$build/demo.txt" || status=1
+else
+  tail -20 "$build/gridnode-build.log"
+  echo "error: gridnode did not build (above): the demo on the GPU is skipped"
+  status=1
+fi
+
 step "summary"
 grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
   "$build"/torch_speed256.txt 2>/dev/null | grep -v "^ *epoch"
 grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
+grep -h "final test_accuracy" "$build"/demo.txt 2>/dev/null
 echo "CUDA module build: $cuda_seconds s"
 [ $status -eq 0 ] && echo "gpu-check: all ran" || echo "gpu-check: something failed (see above)"
 exit $status
