@@ -120,18 +120,7 @@ LearnerConfig cnn_config(Device device, int side = 12, int classes = 4) {
   c.seed = 3;
   c.batch = 16;
   c.epochs = 5;
-  c.model.input = {1, side, side};
-  c.model.layers = {{.type = LayerType::conv2d, .filters = 8, .kernel = 5, .stride = 1, .padding = 2},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
-                    {.type = LayerType::conv2d, .filters = 16, .kernel = 3, .stride = 1, .padding = 1},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::maxpool, .stride = 2, .size = 2},
-                    {.type = LayerType::flatten},
-                    {.type = LayerType::dense, .units = 32},
-                    {.type = LayerType::relu},
-                    {.type = LayerType::dense, .units = classes},
-                    {.type = LayerType::softmax_cross_entropy}};
+  c.model = small_cnn(side, classes);
   c.optimizer.kind = gridtrain::config::OptimizerKind::momentum;
   c.optimizer.learning_rate = 0.02;
   c.optimizer.momentum = 0.9;

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "learner/cpu_backend.hpp"
+#include "tests/learner/learner_fixtures.hpp"
 
 namespace {
 
@@ -147,20 +148,7 @@ TEST_CASE("a whole MLP's parameter gradients match finite differences of the los
 // first dense layer, sit at the kink of the relu after it (layers[7].weight[115]: central difference 0.011, half
 // the slope on one side, where the gradient is 0). The check must see them as kinks and pass, on every backend.
 TEST_CASE("a CNN with an entry at a relu's kink passes its gradient check, and says it found the kink") {
-  gridtrain::config::ModelConfig mc;
-  mc.input = {1, 9, 9};
-  mc.layers = {{.type = LayerType::conv2d, .filters = 8, .kernel = 5, .stride = 1, .padding = 2},
-               {.type = LayerType::relu},
-               {.type = LayerType::maxpool, .stride = 2, .size = 2},
-               {.type = LayerType::conv2d, .filters = 16, .kernel = 3, .stride = 1, .padding = 1},
-               {.type = LayerType::relu},
-               {.type = LayerType::maxpool, .stride = 2, .size = 2},
-               {.type = LayerType::flatten},
-               {.type = LayerType::dense, .units = 32},
-               {.type = LayerType::relu},
-               {.type = LayerType::dense, .units = 4},
-               {.type = LayerType::softmax_cross_entropy}};
-  auto model = Model::build(mc);
+  auto model = Model::build(small_cnn(9, 4));
   REQUIRE(model.ok());
   CpuBackend cpu;
   const GradientReport report = check_stack(cpu, model.value(), 3, 51, 7, 1e-3, 2e-4, 2e-2);

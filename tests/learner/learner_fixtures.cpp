@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 #include "tests/base/require_ok.hpp"
@@ -44,6 +45,23 @@ Dataset images(std::size_t count, int side, int classes, std::uint64_t seed) {
       for (int c = 0; c < side; ++c) d.images.push_back((r * classes / side == label ? 0.5f : 0.0f) + noise(rng));
   }
   return d;
+}
+
+config::ModelConfig small_cnn(int side, int classes) {
+  config::ModelConfig mc;
+  mc.input = {1, side, side};
+  mc.layers = {{.type = LayerType::conv2d, .filters = 8, .kernel = 5, .stride = 1, .padding = 2},
+               {.type = LayerType::relu},
+               {.type = LayerType::maxpool, .stride = 2, .size = 2},
+               {.type = LayerType::conv2d, .filters = 16, .kernel = 3, .stride = 1, .padding = 1},
+               {.type = LayerType::relu},
+               {.type = LayerType::maxpool, .stride = 2, .size = 2},
+               {.type = LayerType::flatten},
+               {.type = LayerType::dense, .units = 32},
+               {.type = LayerType::relu},
+               {.type = LayerType::dense, .units = classes},
+               {.type = LayerType::softmax_cross_entropy}};
+  return mc;
 }
 
 config::LearnerConfig mlp_config(int batch, int dims, int classes) {
@@ -97,37 +115,50 @@ std::vector<float> arena(Learner& learner) {
   return out;
 }
 
-void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
-  const StoreTransfers before = learner.store_transfers();
+namespace {
+
+// Steps `learner` at least `min_steps` times and until `update` has run `min_updates` times, `update` running on a
+// thread of its own once per learner step it sees (it may miss steps, never runs twice for one), as the allreduce
+// would. Returns how many times it ran; the test fails if a step did.
+int step_beside_updates(Learner& learner, int min_steps, int min_updates, const std::function<void()>& update) {
   std::atomic<bool> stop{false};
   std::atomic<int> updates{0};
   std::thread allreduce([&] {
-    auto& store = learner.params();
-    std::vector<float> centre(store.size());
-    store.fetch(centre);
-    std::vector<float> fetched(store.size());
     std::uint64_t seen = 0;
     while (!stop.load()) {
-      // One update per learner step: more would pin the model to the trailing centre.
       if (learner.steps() == seen) {
         std::this_thread::yield();
         continue;
       }
       seen = learner.steps();
-      store.fetch(fetched);
-      store.update_each([&](std::size_t offset, std::span<float> t) {
-        for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.7f * t[i] + 0.3f * centre[offset + i];
-      });
-      centre.swap(fetched);
+      update();
       ++updates;
     }
   });
   bool stepped = true;
-  for (int s = 0; stepped && (s < min_steps || updates.load() < 20); ++s) stepped = learner.step().ok();
+  for (int s = 0; stepped && (s < min_steps || updates.load() < min_updates); ++s) stepped = learner.step().ok();
   stop = true;
   allreduce.join();
   REQUIRE(stepped);
-  MESSAGE(updates.load() << " elastic updates beside " << learner.steps() << " steps");
+  return updates.load();
+}
+
+}  // namespace
+
+void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
+  const StoreTransfers before = learner.store_transfers();
+  auto& store = learner.params();
+  std::vector<float> centre(store.size()), fetched(store.size());
+  store.fetch(centre);
+  // One update per learner step: more would pin the model to the trailing centre.
+  const int updates = step_beside_updates(learner, min_steps, 20, [&] {
+    store.fetch(fetched);
+    store.update_each([&](std::size_t offset, std::span<float> t) {
+      for (std::size_t i = 0; i < t.size(); ++i) t[i] = 0.7f * t[i] + 0.3f * centre[offset + i];
+    });
+    centre.swap(fetched);
+  });
+  MESSAGE(updates << " elastic updates beside " << learner.steps() << " steps");
   const auto params = arena(learner);
   CHECK(std::all_of(params.begin(), params.end(), [](float v) { return std::isfinite(v); }));
   CHECK(must_evaluate(learner, learner.train_set()).accuracy > 0.9);
@@ -138,30 +169,13 @@ void check_elastic_updates_beside_steps(Learner& learner, int min_steps) {
 void check_elastic_updates_land_once(Learner& learner, Learner& reference, const Dataset& test) {
   constexpr float delta = 1.0f / 1024;
   std::vector<float> expected = arena(learner);
-  std::atomic<bool> stop{false};
-  std::atomic<int> updates{0};
-  std::thread allreduce([&] {
-    auto& store = learner.params();
-    std::uint64_t seen = 0;
-    while (!stop.load()) {
-      if (learner.steps() == seen) {
-        std::this_thread::yield();
-        continue;
-      }
-      seen = learner.steps();
-      store.update_each([&](std::size_t, std::span<float> t) {
-        for (float& v : t) v += delta;
-      });
-      for (float& v : expected) v += delta;
-      ++updates;
-    }
+  const int updates = step_beside_updates(learner, 100, 50, [&] {
+    learner.params().update_each([&](std::size_t, std::span<float> t) {
+      for (float& v : t) v += delta;
+    });
+    for (float& v : expected) v += delta;
   });
-  bool stepped = true;
-  for (int s = 0; stepped && (s < 100 || updates.load() < 50); ++s) stepped = learner.step().ok();
-  stop = true;
-  allreduce.join();
-  REQUIRE(stepped);
-  CAPTURE(updates.load());
+  CAPTURE(updates);
   const auto params = arena(learner);
   REQUIRE(params.size() == expected.size());
   float worst = 0;

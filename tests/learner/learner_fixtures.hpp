@@ -22,6 +22,11 @@ Dataset blobs(std::size_t count, int dims = 8, int classes = 3, std::uint64_t se
 // loss falls from about 1.8 to 0.05 in 48 steps on the CPU, and its training accuracy passes 0.99 by 200.
 Dataset images(std::size_t count, int side, int classes, std::uint64_t seed);
 
+// A small CNN for images() of `side` x `side`: conv 8 5x5, relu, pool 2, conv 16 3x3, relu, pool 2, flatten,
+// dense 32, relu, dense `classes`, the loss. The CUDA tests train and check it; the gradient check's kink case uses
+// its draws on the CPU.
+config::ModelConfig small_cnn(int side, int classes);
+
 // An MLP for blobs(): dense 32, relu, dense `classes`, with momentum at a constant rate, on the CPU.
 config::LearnerConfig mlp_config(int batch = 16, int dims = 8, int classes = 3);
 
