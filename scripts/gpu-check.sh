@@ -163,7 +163,7 @@ grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$bu
   "$build"/torch_speed256.txt 2>/dev/null | grep -v "^ *epoch"
 grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
-grep -h "final test_accuracy" "$build"/demo.txt 2>/dev/null
+grep -h "^node [0-9]*: final test_accuracy" "$build"/demo.txt 2>/dev/null
 echo "CUDA module build: $cuda_seconds s"
 [ $status -eq 0 ] && echo "gpu-check: all ran" || echo "gpu-check: something failed (see above)"
 exit $status
