@@ -489,8 +489,14 @@ using flush_atom = caf::atom_constant<caf::atom("flush")>;  // GridMaster: send 
 // Node -> the GridMaster it stands as candidate with: abandon the election (a live cluster or a lower member
 // answered).
 using step_down_atom = caf::atom_constant<caf::atom("stepdown")>;
-// Node: -> (signature, FloatPayload), its model now, for a joining node's warm start.
+// Node: (warm_params_atom, offset, count) -> (signature, model floats, FloatPayload): the floats [offset, offset +
+// count) of its model now, for a joining node's warm start. The model goes in slices of at most
+// kWarmSliceFloats: CAF 0.17 keeps a connection's write buffer at the largest message it ever sent, so a whole
+// 64 MB model in one answer left the member that served it 64 MB larger for as long as the connection lived
+// (bench/memory_flat: +66,588 KiB on the node that served a rejoining peer, +1 MB on the one that did not; with
+// 1 MB slices +8 MB).
 using warm_params_atom = caf::atom_constant<caf::atom("wparams")>;
+constexpr std::uint64_t kWarmSliceFloats = std::uint64_t{1} << 18;  // 1 MB
 // Node, asked by its own process once welcomed: copy a member's model (see NodeHandle::warm_start) -> the id of the
 // member copied, 0 when alone.
 using warm_start_atom = caf::atom_constant<caf::atom("wstart")>;

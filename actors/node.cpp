@@ -372,6 +372,8 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
 constexpr std::size_t kWarmStartTries = 3;
 
 void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<void(Result<std::uint64_t>)> done);
+void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, const caf::actor& peer,
+                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset);
 
 // The member `ended` asked is gone before it answered: ask the next one, unless kWarmStartTries have been asked.
 void warm_start_next(Self self, NodeState::WarmStart ended) {
@@ -400,30 +402,47 @@ void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<
   tried.push_back(from);
   s.warm_start_attempts.emplace(sequence, NodeState::WarmStart{member->node, std::move(tried), std::move(done)});
   self->monitor(member->node);
-  // Ends the attempt `sequence` if it is still under way (nullopt otherwise: it was given up already).
-  auto take = [self, sequence]() -> std::optional<NodeState::WarmStart> {
-    auto& attempts = self->state.warm_start_attempts;
-    auto it = attempts.find(sequence);
-    if (it == attempts.end()) return std::nullopt;
-    self->demonitor(it->second.peer);
-    auto ended = std::move(it->second);
-    attempts.erase(it);
-    return ended;
-  };
-  self->request(member->node, std::chrono::seconds(30), warm_params_atom::value)
+  warm_start_slice(self, sequence, from, member->node, std::make_shared<std::vector<float>>(s.setup.store->size()),
+                   0);
+}
+
+// Ends the warm start `sequence` if it is still under way (nullopt otherwise: it was given up already).
+std::optional<NodeState::WarmStart> take_warm_start(Self self, std::uint64_t sequence) {
+  auto& attempts = self->state.warm_start_attempts;
+  auto it = attempts.find(sequence);
+  if (it == attempts.end()) return std::nullopt;
+  self->demonitor(it->second.peer);
+  auto ended = std::move(it->second);
+  attempts.erase(it);
+  return ended;
+}
+
+// Asks `peer` for the slice of its model at `offset` into `model`, then for the next one; after the last, assigns
+// the whole to our store at once (a failure half-way leaves the store as it was).
+void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, const caf::actor& peer,
+                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset) {
+  const std::uint64_t count = std::min<std::uint64_t>(kWarmSliceFloats, model->size() - offset);
+  self->request(peer, std::chrono::seconds(30), warm_params_atom::value, offset, count)
       .then(
-          [self, from, take](std::uint64_t signature, FloatPayload& payload) {
-            auto ended = take();
-            if (!ended) return;
+          [self, sequence, from, peer, model, offset, count](std::uint64_t signature, std::uint64_t size,
+                                                             FloatPayload& slice) {
             auto& s = self->state;
-            if (signature != s.setup.store->signature() || payload.values.size() != s.setup.store->size())
-              return ended->done(Error{.message = "warm start: the peer trains another model"});
-            s.setup.store->assign(payload.values);
+            if (!s.warm_start_attempts.count(sequence)) return;  // given up: its member died, the next was asked
+            if (signature != s.setup.store->signature() || size != model->size() || slice.values.size() != count) {
+              if (auto ended = take_warm_start(self, sequence))
+                ended->done(Error{.message = "warm start: the peer trains another model"});
+              return;
+            }
+            std::copy(slice.values.begin(), slice.values.end(), model->begin() + offset);
+            if (offset + count < model->size())
+              return warm_start_slice(self, sequence, from, peer, model, offset + count);
+            auto ended = take_warm_start(self, sequence);
+            s.setup.store->assign(*model);
             ++s.warm_starts;
             ended->done(from);
           },
-          [self, take](caf::error& e) {
-            auto ended = take();
+          [self, sequence](caf::error& e) {
+            auto ended = take_warm_start(self, sequence);
             if (!ended) return;
             // A member that ended before it answered (CAF bounced the request): ask the next one.
             if (e == caf::sec::request_receiver_down) return warm_start_next(self, std::move(*ended));
@@ -767,13 +786,20 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         });
         return promise;
       },
-      [self](warm_params_atom) -> std::tuple<std::uint64_t, FloatPayload> {
-        // A joining node's warm start: our model now, read under the tensor locks.
+      [self](warm_params_atom, std::uint64_t offset,
+             std::uint64_t count) -> caf::result<std::uint64_t, std::uint64_t, FloatPayload> {
+        // A joining node's warm start: a slice of our model now, read under the tensor locks.
         const auto& store = self->state.setup.store;
+        const std::uint64_t size = store->size();
+        if (offset > size || count > kWarmSliceFloats)
+          return caf::make_error(caf::sec::invalid_argument,
+                                 "warm start: asked for " + std::to_string(count) + " floats at " +
+                                     std::to_string(offset) + " of a model of " + std::to_string(size) +
+                                     " (at most " + std::to_string(kWarmSliceFloats) + " at a time)");
         FloatPayload payload;
-        payload.values.resize(store->size());
-        store->fetch(payload.values);
-        return {store->signature(), std::move(payload)};
+        payload.values.resize(std::min(count, size - offset));
+        store->fetch_range(offset, payload.values);
+        return {store->signature(), size, std::move(payload)};
       },
       [self](allow_rounds_atom, std::uint32_t dim, std::uint64_t rounds) {
         if (dim < kDimsOffered) self->send(self->state.line_masters[dim], allow_rounds_atom::value, rounds);

@@ -1,5 +1,7 @@
 #include "actors/warm_start.hpp"
 
+#include <algorithm>
+
 #include "actors/messages.hpp"
 
 namespace gridtrain::actors {
@@ -7,20 +9,29 @@ namespace gridtrain::actors {
 Status fetch_model(caf::actor_system& system, const caf::actor& peer, learner::ParameterStore& store,
                    std::chrono::milliseconds timeout) {
   caf::scoped_actor self{system};
-  Status result;
-  self->request(peer, timeout, warm_params_atom::value)
-      .receive(
-          [&](std::uint64_t signature, const FloatPayload& payload) {
-            if (signature != store.signature() || payload.values.size() != store.size()) {
-              result = Error{.message = "warm start: the peer trains another model"};
-              return;
-            }
-            store.assign(payload.values);
-          },
-          [&](const caf::error& e) {
-            result = Error{.message = "warm start: the peer did not send its model: " + system.render(e)};
-          });
-  return result;
+  std::vector<float> model(store.size());
+  // Slice by slice (actors/messages.hpp, kWarmSliceFloats), assigned once all came.
+  for (std::uint64_t offset = 0;;) {
+    const std::uint64_t count = std::min<std::uint64_t>(kWarmSliceFloats, model.size() - offset);
+    Status result;
+    self->request(peer, timeout, warm_params_atom::value, offset, count)
+        .receive(
+            [&](std::uint64_t signature, std::uint64_t size, const FloatPayload& slice) {
+              if (signature != store.signature() || size != model.size() || slice.values.size() != count) {
+                result = Error{.message = "warm start: the peer trains another model"};
+                return;
+              }
+              std::copy(slice.values.begin(), slice.values.end(), model.begin() + offset);
+            },
+            [&](const caf::error& e) {
+              result = Error{.message = "warm start: the peer did not send its model: " + system.render(e)};
+            });
+    if (!result.ok()) return result;
+    offset += count;
+    if (offset >= model.size()) break;
+  }
+  store.assign(model);
+  return {};
 }
 
 std::optional<Placement> warm_start_peer(const std::vector<Placement>& members, std::uint64_t self_id) {

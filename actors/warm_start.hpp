@@ -1,8 +1,8 @@
 #pragma once
 // Warm start: a node that joins a running cluster copies the current model from a peer before it trains, so
 // that it does not average a fresh initialisation into everyone's model. The peer's Node answers
-// warm_params_atom with its store's signature and parameters; the joining node asks with fetch_model and assigns
-// the answer to its own store.
+// warm_params_atom with its store's signature and a slice of its parameters; the joining node asks slice by slice
+// with fetch_model and assigns the whole to its own store.
 
 #include <caf/all.hpp>
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "actors/system_config.hpp"
 #include "actors/warm_start.hpp"
 #include "cluster_harness.hpp"
@@ -190,6 +191,33 @@ TEST_CASE("warm start copies a member's model into the joining node's store, and
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message.find("another model") != std::string::npos);
   CHECK(testing::read(*other) == before);
+}
+
+TEST_CASE("warm start moves a model of several slices whole, and a member refuses a slice out of range") {
+  auto c = training_config(0.3, 1);
+  testing::TestCluster cluster(c);
+  const std::size_t floats = actors::kWarmSliceFloats * 5 / 2;  // three slices, the last one half full
+  auto member_store = testing::make_store(floats, 0.0f);
+  std::vector<float> values(floats);
+  for (std::size_t j = 0; j < floats; ++j) values[j] = static_cast<float>(j);  // exact: j < 2^24
+  member_store->assign(values);
+  auto member = cluster.add(1, member_store, /*paced_by_every_steps=*/true);
+  auto joining = testing::make_store(floats, -1.0f);
+  REQUIRE(actors::fetch_model(cluster.system(), member.actor(), *joining).ok());
+  CHECK(testing::read(*joining) == values);
+
+  // What a hostile or broken peer might ask: more than a slice, or past the model's end.
+  caf::scoped_actor self{cluster.system()};
+  const std::uint64_t asks[][2] = {{0, actors::kWarmSliceFloats + 1}, {floats + 1, 1}};
+  for (const auto& ask : asks) {
+    CAPTURE(ask[0]);
+    CAPTURE(ask[1]);
+    std::string why;
+    self->request(member.actor(), std::chrono::seconds(10), actors::warm_params_atom::value, ask[0], ask[1])
+        .receive([&](std::uint64_t, std::uint64_t, const actors::FloatPayload&) {},
+                 [&](const caf::error& e) { why = cluster.system().render(e); });
+    CHECK(why.find("at most") != std::string::npos);
+  }
 }
 
 TEST_CASE("warm start prefers a line peer, takes any member otherwise, and nobody when alone") {
