@@ -18,7 +18,7 @@
 #        OUT is set). Environment: EPOCHS (default 15), STEPS (timed steps, default 2000), BATCH (default 64),
 #        BUILD_ONLY=1 (build and run the tests only, letting the CUDA ones skip: the part that runs anywhere).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 root=$PWD
 build=${1:-build-gpu}
 epochs=${EPOCHS:-15}
@@ -32,12 +32,15 @@ fail() { echo "error: $*"; exit 1; }
 step() { echo; echo "=== $*"; }
 
 step "machine"
-[ -d .gpu/data ] && [ -f .gpu/prefix.tar.xz ] || fail "no .gpu/ here: run scripts/gpu-pack.sh where apt works, and carry .gpu"
+{ [ -d .gpu/data ] && [ -f .gpu/prefix.tar.xz ]; } || fail "no .gpu/ here: run scripts/gpu-pack.sh where apt works, and carry .gpu"
 export PATH="/usr/local/cuda/bin:$PATH"
 if ! command -v nvcc >/dev/null; then
   # A toolkit from pip's nvidia-* wheels keeps nvcc inside the Python environment.
   nvcc=$(python3 -c "import nvidia, os; print(*[os.path.join(r, 'nvcc') for p in nvidia.__path__ for r, _, f in os.walk(p) if 'nvcc' in f and r.endswith('bin')][:1])" 2>/dev/null)
-  [ -n "$nvcc" ] && export PATH="$(dirname "$nvcc"):$PATH"
+  if [ -n "$nvcc" ]; then
+    PATH="$(dirname "$nvcc"):$PATH"
+    export PATH
+  fi
 fi
 command -v nvcc >/dev/null || fail "no nvcc on PATH, in /usr/local/cuda/bin or in the Python environment"
 command -v cmake >/dev/null || fail "no cmake"
@@ -85,9 +88,12 @@ echo "built in $(($(date +%s) - start)) s (the CUDA module alone: $cuda_seconds 
 # The actors' cluster (step 5) needs the whole runtime: CAF, Asio, prometheus-cpp from the prefix.
 if [ "${BUILD_ONLY:-0}" != 1 ]; then
   actors_start=$(date +%s)
-  cmake --build "$build" --target bench_convergence >"$build/actors-build.log" 2>&1 &&
-    echo "bench_convergence built in $(($(date +%s) - actors_start)) s" ||
-    { tail -20 "$build/actors-build.log"; echo "bench_convergence did not build (above)"; }
+  if cmake --build "$build" --target bench_convergence >"$build/actors-build.log" 2>&1; then
+    echo "bench_convergence built in $(($(date +%s) - actors_start)) s"
+  else
+    tail -20 "$build/actors-build.log"
+    echo "bench_convergence did not build (above)"
+  fi
 fi
 
 status=0
