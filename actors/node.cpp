@@ -421,19 +421,18 @@ std::optional<NodeState::WarmStart> take_warm_start(Self self, std::uint64_t seq
 // the whole to our store at once (a failure half-way leaves the store as it was).
 void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, const caf::actor& peer,
                       std::shared_ptr<std::vector<float>> model, std::uint64_t offset) {
-  const std::uint64_t count = std::min<std::uint64_t>(kWarmSliceFloats, model->size() - offset);
+  const std::uint64_t count = warm_slice_count(model->size(), offset);
   self->request(peer, std::chrono::seconds(30), warm_params_atom::value, offset, count)
       .then(
           [self, sequence, from, peer, model, offset, count](std::uint64_t signature, std::uint64_t size,
                                                              FloatPayload& slice) {
             auto& s = self->state;
             if (!s.warm_start_attempts.count(sequence)) return;  // given up: its member died, the next was asked
-            if (signature != s.setup.store->signature() || size != model->size() || slice.values.size() != count) {
-              if (auto ended = take_warm_start(self, sequence))
-                ended->done(Error{.message = "warm start: the peer trains another model"});
+            if (Status placed = place_warm_slice(*s.setup.store, *model, offset, count, signature, size, slice);
+                !placed.ok()) {
+              if (auto ended = take_warm_start(self, sequence)) ended->done(placed.error());
               return;
             }
-            std::copy(slice.values.begin(), slice.values.end(), model->begin() + offset);
             if (offset + count < model->size())
               return warm_start_slice(self, sequence, from, peer, model, offset + count);
             auto ended = take_warm_start(self, sequence);

@@ -1,10 +1,23 @@
 #include "actors/warm_start.hpp"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "actors/messages.hpp"
 
 namespace gridtrain::actors {
+
+std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset) {
+  return std::min<std::uint64_t>(kWarmSliceFloats, floats - offset);
+}
+
+Status place_warm_slice(const learner::ParameterStore& store, std::span<float> model, std::uint64_t offset,
+                        std::uint64_t count, std::uint64_t signature, std::uint64_t size, const FloatPayload& slice) {
+  if (signature != store.signature() || size != model.size() || slice.values.size() != count)
+    return Error{.message = "warm start: the peer trains another model"};
+  std::copy(slice.values.begin(), slice.values.end(), model.begin() + static_cast<std::ptrdiff_t>(offset));
+  return {};
+}
 
 Status fetch_model(caf::actor_system& system, const caf::actor& peer, learner::ParameterStore& store,
                    std::chrono::milliseconds timeout) {
@@ -12,16 +25,12 @@ Status fetch_model(caf::actor_system& system, const caf::actor& peer, learner::P
   std::vector<float> model(store.size());
   // Slice by slice (actors/messages.hpp, kWarmSliceFloats), assigned once all came.
   for (std::uint64_t offset = 0;;) {
-    const std::uint64_t count = std::min<std::uint64_t>(kWarmSliceFloats, model.size() - offset);
+    const std::uint64_t count = warm_slice_count(model.size(), offset);
     Status result;
     self->request(peer, timeout, warm_params_atom::value, offset, count)
         .receive(
             [&](std::uint64_t signature, std::uint64_t size, const FloatPayload& slice) {
-              if (signature != store.signature() || size != model.size() || slice.values.size() != count) {
-                result = Error{.message = "warm start: the peer trains another model"};
-                return;
-              }
-              std::copy(slice.values.begin(), slice.values.end(), model.begin() + offset);
+              result = place_warm_slice(store, model, offset, count, signature, size, slice);
             },
             [&](const caf::error& e) {
               result = Error{.message = "warm start: the peer did not send its model: " + system.render(e)};

@@ -9,13 +9,24 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "actors/reports.hpp"
 #include "base/result.hpp"
 #include "learner/parameter_store.hpp"
 
 namespace gridtrain::actors {
+
+// The floats to ask for at `offset` of a model of `floats`: a whole slice (kWarmSliceFloats), or what is left.
+std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset);
+
+// One answer to (warm_params_atom, offset, count), asked of a member: copies `slice` into `model` at `offset` if it
+// is a slice of the model `store` holds (the same signature and size) of the `count` floats asked for; otherwise
+// returns why not, and copies nothing. REQUIRES: offset + count <= model.size().
+Status place_warm_slice(const learner::ParameterStore& store, std::span<float> model, std::uint64_t offset,
+                        std::uint64_t count, std::uint64_t signature, std::uint64_t size, const FloatPayload& slice);
 
 // Asks `peer` (a Node actor) for its model and assigns it to `store`. Errors: no answer within `timeout`, or the
 // peer trains another model (its signature differs); `store` is then unchanged.
