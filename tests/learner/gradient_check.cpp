@@ -210,11 +210,10 @@ GradientReport check_stack(Backend& backend, const Model& model, int batch, std:
            ++i)
         params[i] = static_cast<float>(std::normal_distribution<double>(0.0, 0.1)(rng));
   backend.upload(params, stack.params());
-  stack.forward(batch, inputs, labels);
+  const double centre = stack.forward(batch, inputs, labels).loss;  // f(0), for the one-sided differences
   stack.backward();
   std::vector<float> grads(params.size());
   backend.download(stack.grads(), grads);
-  const double centre = stack.forward(batch, inputs, labels).loss;
 
   Compare cmp{atol, rtol, {}};
   for (std::size_t i = 0; i < params.size(); i += stride) {
