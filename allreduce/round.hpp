@@ -13,6 +13,7 @@
 #include "allreduce/quorum.hpp"
 #include "allreduce/round_config.hpp"
 #include "allreduce/round_key.hpp"
+#include "base/large_buffer.hpp"
 #include "base/result.hpp"
 
 namespace gridtrain::allreduce {
@@ -21,8 +22,9 @@ namespace gridtrain::allreduce {
 // so its pages cost memory only once they are written. The Round's block accumulator grows when a line shrinks
 // (a larger block) and, with 2 peers, is never written at all (the last contribution is reduced straight into the
 // mean): zero-filled, it stepped a node's resident memory up by the growth (22 MB at 16 M floats, 3 peers to 2).
+// Its memory is a large buffer's (base/large_buffer.hpp): on huge pages from 2 MB.
 template <class T>
-struct UninitializedAllocator : std::allocator<T> {
+struct UninitializedAllocator : LargeBufferAllocator<T> {
   template <class U>
   struct rebind {
     using other = UninitializedAllocator<U>;
@@ -207,12 +209,13 @@ class Round {
   Range block_{};                  // our block, absolute
   std::uint32_t first_chunk_ = 0;  // of our block
 
-  std::vector<float> send_;                   // s
+  // The buffers of N floats (and our block's sum) are large buffers: huge pages, for the passes over them.
+  LargeBuffer<float> send_;                   // s
   std::vector<double, UninitializedAllocator<double>> sum_;  // r, summed: exact for any arrival order
   std::vector<std::uint32_t> contributions_;  // per chunk of our block
   std::vector<std::uint8_t> own_only_in_send_;  // per chunk of our block: its sum is our contribution, in send_
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
-  std::vector<float> result_;                 // g
+  LargeBuffer<float> result_;                 // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
   std::vector<std::uint32_t> mean_order_;     // the chunks with count > 0, in arrival order (capacity C, kept)
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/large_buffer.hpp"
 #include "learner/layer_cpu.hpp"
 #include "learner/optimizer.hpp"
 #include "learner/parameter_store.hpp"
@@ -16,7 +17,10 @@ std::unique_ptr<Layer> CpuBackend::make_layer(const LayerShape& layer, int max_b
 std::unique_ptr<Loss> CpuBackend::make_loss(int classes, int max_batch) { return cpu::make_loss(classes, max_batch); }
 
 Buffer CpuBackend::allocate(std::size_t floats) {
-  return Buffer(new float[floats](), floats, [](float* p) { delete[] p; });
+  // A large buffer (huge pages from 2 MB: the step's passes over a big model's parameters and gradients), zeroed.
+  auto* data = static_cast<float*>(allocate_large(floats * sizeof(float)));
+  std::memset(data, 0, floats * sizeof(float));
+  return Buffer(data, floats, [](float* p) { free_large(p); });
 }
 
 void CpuBackend::upload(std::span<const float> host, float* backend) {

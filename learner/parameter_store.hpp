@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "base/large_buffer.hpp"
+
 namespace gridtrain::learner {
 
 struct TensorSpec {
@@ -104,7 +106,7 @@ class ParameterStore {
   std::size_t last_tensor_before(std::size_t end) const;
 
   std::vector<Tensor> tensors_;
-  std::vector<float> arena_;
+  LargeBuffer<float> arena_;  // huge pages: a round's fetch and update pass over it (base/large_buffer.hpp)
   std::unique_ptr<std::mutex[]> locks_;
   std::uint64_t signature_ = 0;
 };
