@@ -478,6 +478,7 @@ using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 // LineMaster, to itself: (settle_atom, generation): the line stayed unchanged for allreduce.line_settle_ms.
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
+using seed_retry_atom = caf::atom_constant<caf::atom("seedretry")>;  // Node: ask the seeds again
 // Node -> its DimensionNodes and LineMasters (and on to the data plane): the node lost the cluster; drop every line.
 // (lost_atom, epoch, layout_version): drop only a line older than that (the node was welcomed at that version,
 // and its lines of the new one may already have arrived).

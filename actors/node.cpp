@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <set>
 #include <compare>
 #include <tuple>
+#include <utility>
 
 #include "actors/dimension_node.hpp"
 #include "actors/direct_connection.hpp"
@@ -215,6 +217,8 @@ void abandon_candidacy(Self self, const std::string& why) {
 
 // What a node that is no member answers a Join it cannot pass on.
 constexpr const char* kNotAMember = "the seed is not a member of a cluster";
+// How long a joining node waits before it asks its seeds again after one said "try again" (ask_next_seed).
+constexpr std::chrono::milliseconds kSeedRetryPause{500};
 
 // How long a GridMaster and a member go without hearing from each other before each counts the other lost: four
 // connection timeouts, and no less than 2 s, so that it finds only what CAF cannot (nodes report every 250 ms).
@@ -550,13 +554,25 @@ void send_reports(Self self, std::uint64_t generation) {
   self->delayed_send(self, s.setup.report_interval, tick_atom::value, generation);
 }
 
-// Joining: asks the next seed in the list to pass our Join on; when none is left, the join has failed, with why
-// each seed did not let us in.
+// Joining: asks the next seed in the list to pass our Join on. When none is left, the join has failed, with why
+// each seed did not let us in; unless one of them said to try again: a member between two GridMasters (the old
+// one died and the election is on) or a seed that is itself still joining lets us in a moment later. Then the
+// list is asked again after kSeedRetryPause, pass after pass, until the join's timeout (NodeSetup::join_timeout).
+// Found when a node restarted right after its cluster's GridMaster was killed: every seed was between
+// GridMasters, and the node gave up within milliseconds, telling its user "try again".
 void ask_next_seed(Self self, const std::string& why_not_the_last) {
   auto& s = self->state;
   if (!why_not_the_last.empty()) s.seed_failures += (s.seed_failures.empty() ? "" : "; ") + why_not_the_last;
   if (s.phase != NodePhase::joining) return;
-  if (s.seed_next >= s.setup.seeds.size()) return conclude(self, JoinResult::unreachable, s.seed_failures);
+  if (s.seed_next >= s.setup.seeds.size()) {
+    if (!s.seed_said_retry) return conclude(self, JoinResult::unreachable, s.seed_failures);
+    s.seed_said_retry = false;
+    s.seed_next = 0;
+    spdlog::info("node {:016x}: no seed let it in yet ({}); asking them again", s.setup.node_id, s.seed_failures);
+    s.seed_failures_before = std::exchange(s.seed_failures, std::string());
+    self->delayed_send(self, kSeedRetryPause, seed_retry_atom::value);
+    return;
+  }
   const config::Endpoint seed = s.setup.seeds[s.seed_next++];
   self->request(middleman(self), s.setup.join_timeout, caf::connect_atom::value, seed.host, seed.port)
       .then(
@@ -625,10 +641,15 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
       [self](join_timeout_atom) {
-        if (self->state.phase != NodePhase::joining) return;
+        auto& s = self->state;
+        if (s.phase != NodePhase::joining) return;
+        const std::string within = std::to_string(s.setup.join_timeout.count()) + " ms";
+        const std::string& why = s.seed_failures.empty() ? s.seed_failures_before : s.seed_failures;
         conclude(self, JoinResult::unreachable,
-                 "no answer from the seed within " + std::to_string(self->state.setup.join_timeout.count()) + " ms");
+                 why.empty() ? "no answer from the seed within " + within
+                             : "no seed let it in within " + within + ": " + why);
       },
+      [self](seed_retry_atom) { ask_next_seed(self, ""); },
       [self](const Welcome& w) {
         auto& s = self->state;
         const bool rejoined = s.phase == NodePhase::rejoining;
@@ -673,8 +694,10 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
       [self](const Reject& r) {
         auto& s = self->state;
         if (r.node_id != s.setup.node_id) return;
-        if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0)
+        if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0) {
+          s.seed_said_retry = true;
           return ask_next_seed(self, "seed " + s.setup.seeds[s.seed_next - 1].to_string() + ": " + r.reason);
+        }
         if (s.phase == NodePhase::joining) return conclude(self, JoinResult::rejected, r.reason);
         // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"), or the
         // member asked has lost it too (not_a_member); the walk asks again.

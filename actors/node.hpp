@@ -159,7 +159,9 @@ struct NodeState {
   std::uint64_t join_requests = 0;
   std::uint64_t bad_messages = 0;
   std::size_t seed_next = 0;     // joining: the seed to ask next
-  std::string seed_failures;     // joining: why the seeds asked so far did not let it in
+  std::string seed_failures;     // joining: why the seeds asked so far in this pass did not let it in
+  std::string seed_failures_before;  // joining: the same for the pass before, while a new one has none yet
+  bool seed_said_retry = false;  // joining: a seed of this pass said "try again" (see ask_next_seed)
 };
 
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup);

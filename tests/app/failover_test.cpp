@@ -134,6 +134,27 @@ TEST_CASE("kill -9 of the GridMaster's process: a survivor takes over within 5 s
   CHECK(cluster.node(gm).output().find("took over") == std::string::npos);
 }
 
+// A node started right after its cluster's GridMaster was killed finds every seed between GridMasters: they answer
+// "not a member" or "no GridMaster now; try again". It must ask again until one lets it in, not give up (it did:
+// a restart in the middle of a failover exited at once, with that very "try again" in its error).
+TEST_CASE("a node started right after its GridMaster was killed joins, asking again while the survivors elect") {
+  Cluster cluster;
+  json last = start_running(cluster, 3);
+  const std::size_t gm = grid_master_index(cluster, last, 3);
+  const std::vector<std::string> survivors = addresses(cluster, all_but(3, {gm}));
+  cluster.set_seed(joined(survivors));
+
+  cluster.node(gm).signal(SIGKILL);
+  const std::size_t joiner = cluster.start(10.0);  // at once: the survivors have lost their GridMaster by now
+  const auto welcomed = cluster.node(joiner).wait_for_line("joined the cluster", 30s);
+  const std::string out = cluster.node(joiner).output();
+  REQUIRE_MESSAGE(welcomed.has_value(), "joiner:\n" << out << "\nothers:\n" << outputs(cluster, 3));
+  const bool asked_again = out.find("asking them again") != std::string::npos;
+  MESSAGE(std::string(asked_again ? "the joiner asked its seeds again" : "the joiner got in at its first pass"));
+  CHECK_MESSAGE(eventually([&] { return (last = cluster.status()).is_object() && last["nodes"].size() == 3; }, 20s),
+                "last status: " << last.dump());
+}
+
 // A hang seen in testing: a node that became GridMaster by election left at once while its GridMaster dialled a
 // member that did not answer (here: stopped), and its process never ended (the gate's promise for the dial held the
 // ended GridMaster). gridnode's 10 s shutdown guard would end it and say so; a clean exit never needs the guard.
