@@ -5,9 +5,14 @@
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
+#include <vector>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "actors/messages.hpp"
@@ -23,6 +28,20 @@ namespace gridtrain::testing {
 namespace {
 
 std::size_t members_listed(DeterministicCluster& cluster) { return cluster.status().nodes.size(); }
+
+// A TCP port on 127.0.0.1 that nothing listens on now (the system's pick, released at once).
+std::uint16_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
 
 }  // namespace
 
@@ -296,6 +315,41 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   joined.wait();
   bootstrap.stop();
   bootstrap.wait();
+}
+
+// Two nodes start together, each with the other and a third machine's address as seeds, before that third one runs:
+// each answers the other "not a member", and the third cannot be reached yet. A seed that says "not a member" may
+// be one a moment later, so they ask again (every 500 ms, until the join timeout); once the third bootstraps a
+// cluster, both get in. They used to give up at the end of the first pass.
+TEST_CASE("nodes whose seeds are not members yet ask them again, and join once one of them bootstraps") {
+  const std::uint16_t port_a = free_port(), port_b = free_port(), port_c = free_port();
+  auto options = [](std::uint64_t id, std::uint16_t port, std::vector<std::uint16_t> seeds) {
+    actors::NodeOptions o;
+    o.config = cluster_config(1, 1.0);
+    o.config.cluster.listen = config::Endpoint{"127.0.0.1", port};
+    o.node_id = id;
+    o.store = make_store(8, static_cast<float>(id));
+    for (std::uint16_t seed : seeds) o.seeds.push_back(config::Endpoint{"127.0.0.1", seed});
+    return o;
+  };
+  const auto config = cluster_config(1, 1.0);
+  actors::SystemConfig config_a{config}, config_b{config}, config_c{config};
+  caf::actor_system a{config_a}, b{config_b}, c{config_c};
+  auto first = actors::start_node(a, options(1, port_a, {port_b, port_c}));
+  auto second = actors::start_node(b, options(2, port_b, {port_a, port_c}));
+  REQUIRE_OK(first);
+  REQUIRE_OK(second);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // three passes each, at least
+  auto bootstrap = start_welcomed(c, options(3, port_c, {}));
+  const auto joined_first = first.value().wait_joined();
+  const auto joined_second = second.value().wait_joined();
+  CHECK_MESSAGE(joined_first.result == actors::JoinResult::welcomed, joined_first.reason);
+  CHECK_MESSAGE(joined_second.result == actors::JoinResult::welcomed, joined_second.reason);
+  CHECK(eventually([&] { return actors::query_grid_view(c, bootstrap.actor()).value().nodes.size() == 3; }));
+  for (actors::NodeHandle* n : {&first.value(), &second.value(), &bootstrap}) {
+    n->stop();
+    n->wait();
+  }
 }
 
 TEST_CASE("nodes in two actor systems join over TCP, show in status, and average their parameters") {
