@@ -150,16 +150,8 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
 TEST_CASE("an actor system shuts down while a dial is under way for an actor that has ended") {
   // A detached actor (as a GridMaster is) asks the gate to connect to a port that takes the TCP connection and never
   // answers the handshake, and ends. The actor system then shuts down with the dial under way: it must end.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(silent >= 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  const auto [silent, port] = bind_loopback();
   REQUIRE(::listen(silent, 8) == 0);
-  socklen_t length = sizeof at;
-  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &length) == 0);
-  const std::uint16_t port = ntohs(at.sin_port);
 
   auto ended = std::make_shared<std::promise<void>>();
   auto done = ended->get_future();

@@ -11,8 +11,6 @@
 #include <thread>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "actors/messages.hpp"
@@ -31,16 +29,9 @@ std::size_t members_listed(DeterministicCluster& cluster) { return cluster.statu
 
 // A TCP port on 127.0.0.1 that nothing listens on now (the system's pick, released at once).
 std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  const LoopbackSocket socket = bind_loopback();
+  ::close(socket.fd);
+  return socket.port;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // What every actor test builds on, deterministic or in real time: a probe config and small stores.
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <memory>
@@ -33,6 +34,13 @@ struct TokenFile {
   std::string path() const { return (dir / "token").string(); }
   std::filesystem::path dir;
 };
+
+// A TCP socket bound to a port of 127.0.0.1 the system picked, not listening yet; the caller closes `fd`.
+struct LoopbackSocket {
+  int fd = -1;
+  std::uint16_t port = 0;
+};
+LoopbackSocket bind_loopback();
 
 // The token `path` holds, read as start_node reads cluster.token_file ("" : none).
 std::string token_in(const std::string& path);
