@@ -58,6 +58,63 @@ void send_join(Self self, const caf::actor& to, bool vote = false) {
   self->send(to, make_join(self, request, 0, vote));
 }
 
+// Joining: `holder` holds our Join now (NodeState::join_holder), and is watched; the one before no longer matters
+// (a seed that passed the Join on, once the GridMaster's challenge has come).
+void watch_join_holder(Self self, const caf::actor& holder, std::string name) {
+  auto& s = self->state;
+  if (s.phase != NodePhase::joining || !holder) return;
+  if (s.join_holder != holder.address()) {
+    if (s.join_holder) self->demonitor(s.join_holder);
+    self->monitor(holder);
+    s.join_holder = holder.address();
+  }
+  s.join_holder_name = std::move(name);
+}
+
+void forget_join_holder(Self self) {
+  auto& s = self->state;
+  if (s.join_holder) self->demonitor(s.join_holder);
+  s.join_holder = nullptr;
+}
+
+// What a seed tells a joiner whose Join it passed on when the GridMaster is lost before it took the Join in.
+constexpr const char* kGridMasterLostWithJoin =
+    "the GridMaster it passed the Join on to was lost before it took the Join in; try again";
+
+// As the joiner's seed: the GridMaster (or the successor this node stands with) decides, and answers the joiner
+// itself. Passed on as a request, whose empty answer says the GridMaster has taken the Join in; until then it is
+// held in passed_joins, so that a joiner whose Join dies with the GridMaster hears "try again" (at once from a
+// GridMaster of this process, whose mailbox bounces the request; from a remote one when this node loses it:
+// answer_passed_joins). A Join sent with no answer expected was lost that way, and its joiner waited out its
+// join timeout and gave up.
+void pass_on_join(Self self, const caf::actor& to, const Join& join) {
+  auto& s = self->state;
+  const std::uint64_t key = ++s.passed_sequence;
+  if (join.node) {
+    s.passed_joins[key] = {join.node, join.node_id};
+    if (s.passed_joins.size() > kMaxPassedJoins) s.passed_joins.erase(s.passed_joins.begin());
+  }
+  self->request(to, s.setup.join_timeout, join)
+      .then([self, key]() { self->state.passed_joins.erase(key); },
+            [self, key](caf::error& e) {
+              auto& passed = self->state.passed_joins;
+              const auto it = passed.find(key);
+              if (it == passed.end()) return;
+              // A timeout says nothing of the Join: the joiner's own timeout has passed, or is about to.
+              if (e == caf::sec::request_receiver_down)
+                self->send(it->second.joiner, Reject{it->second.node_id, kGridMasterLostWithJoin, true});
+              passed.erase(it);
+            });
+}
+
+// This node has lost the GridMaster: the Joins it passed on that it had not taken in will get no answer.
+void answer_passed_joins(Self self) {
+  auto& s = self->state;
+  for (const auto& [key, passed] : s.passed_joins)
+    self->send(passed.joiner, Reject{passed.node_id, kGridMasterLostWithJoin, true});
+  s.passed_joins.clear();
+}
+
 // The join is over, one way or another: tell whoever waits. A node that is not in ends.
 void conclude(Self self, JoinResult result, std::string reason) {
   auto& s = self->state;
@@ -213,6 +270,12 @@ void abandon_candidacy(Self self, const std::string& why) {
   spdlog::info("node {:016x}: no longer stands as the GridMaster's successor: {}", s.setup.node_id, why);
   self->send(s.candidate, step_down_atom::value);
   s.candidate = nullptr;
+}
+
+// The seeds a joining node asks, in order: its list, or the one in-process seed (NodeSetup::seed_node).
+std::size_t seed_count(const NodeState& s) { return s.setup.seed_node ? 1 : s.setup.seeds.size(); }
+std::string seed_name(const NodeState& s, std::size_t i) {
+  return s.setup.seed_node ? std::string("the seed") : "seed " + s.setup.seeds[i].to_string();
 }
 
 // What a node that is no member answers a Join it cannot pass on.
@@ -514,6 +577,7 @@ bool lost_silent_grid_master(Self self) {
   if (now - s.grid_master_heard <= limit) return false;
   if (s.grid_master && s.grid_master.node() != self->node())
     log_route(self, s.grid_master.node(), "the GridMaster's node");
+  answer_passed_joins(self);
   lose_cluster(self, fmt::format("no answer from the GridMaster for over {} ms", limit.count()), true);
   return true;
 }
@@ -560,12 +624,16 @@ void send_reports(Self self, std::uint64_t generation) {
 // list is asked again after kSeedRetryPause, pass after pass, until the join's timeout (NodeSetup::join_timeout).
 // Found when a node restarted right after its cluster's GridMaster was killed: every seed was between
 // GridMasters, and the node gave up within milliseconds, telling its user "try again".
+// An in-process seed (NodeSetup::seed_node) is a list of one.
 void ask_next_seed(Self self, const std::string& why_not_the_last) {
   auto& s = self->state;
   if (!why_not_the_last.empty()) s.seed_failures += (s.seed_failures.empty() ? "" : "; ") + why_not_the_last;
   if (s.phase != NodePhase::joining) return;
-  if (s.seed_next >= s.setup.seeds.size()) {
-    if (!s.seed_said_retry) return conclude(self, JoinResult::unreachable, s.seed_failures);
+  if (s.seed_next >= seed_count(s)) {
+    if (!s.seed_said_retry) {
+      const std::string& why = s.seed_failures.empty() ? s.seed_failures_before : s.seed_failures;
+      return conclude(self, JoinResult::unreachable, why);
+    }
     s.seed_said_retry = false;
     s.seed_next = 0;
     spdlog::info("node {:016x}: no seed let it in yet ({}); asking them again", s.setup.node_id, s.seed_failures);
@@ -573,12 +641,18 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
     self->delayed_send(self, kSeedRetryPause, seed_retry_atom::value);
     return;
   }
+  if (s.setup.seed_node) {
+    watch_join_holder(self, s.setup.seed_node, seed_name(s, s.seed_next++));
+    return send_join(self, s.setup.seed_node);
+  }
   const config::Endpoint seed = s.setup.seeds[s.seed_next++];
   self->request(middleman(self), s.setup.join_timeout, caf::connect_atom::value, seed.host, seed.port)
       .then(
           [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
             if (!ptr) return ask_next_seed(self, "no node at seed " + seed.to_string());
-            send_join(self, caf::actor_cast<caf::actor>(ptr));
+            const auto seed_node = caf::actor_cast<caf::actor>(ptr);
+            watch_join_holder(self, seed_node, "seed " + seed.to_string());
+            send_join(self, seed_node);
           },
           [self, seed](caf::error& e) {
             // A gate that refused our token or our certificate is the cluster's answer, as a rejected Join is:
@@ -600,9 +674,7 @@ void begin(Self self, std::string address) {
   auto& s = self->state;
   s.address = std::move(address);
   self->delayed_send(self, s.setup.join_timeout, join_timeout_atom::value);
-  if (s.setup.seed_node) {
-    send_join(self, s.setup.seed_node);
-  } else if (!s.setup.seeds.empty()) {
+  if (s.setup.seed_node || !s.setup.seeds.empty()) {
     ask_next_seed(self, "");
   } else {
     // Bootstrap: this node hosts the cluster's GridMaster, and joins it like any other node.
@@ -631,12 +703,20 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     warm_start_peer_died(self, down.source);
-    if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address())
+    if (s.phase == NodePhase::joining && s.join_holder && down.source == s.join_holder) {
+      // Our Join died with it: ask again (the next seed now; the list again after a pause, until the timeout).
+      s.join_holder = nullptr;
+      s.seed_said_retry = true;
+      return ask_next_seed(self, s.join_holder_name + " went down before it answered");
+    }
+    if (s.phase == NodePhase::member && s.grid_master && down.source == s.grid_master.address()) {
+      answer_passed_joins(self);
       // A GridMaster that steps down ends normally: CAF renders that reason as "none".
       lose_cluster(self,
                    "lost contact with the GridMaster (" +
                        (down.reason ? self->system().render(down.reason) : std::string("it stepped down")) + ")",
                    true);
+    }
   });
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
@@ -657,6 +737,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (s.candidate && s.candidate != w.grid_master) abandon_candidacy(self, "the cluster's GridMaster let it in");
         s.candidate = nullptr;  // or it is the GridMaster now
         s.voted_for = nullptr;
+        forget_join_holder(self);
         s.phase = NodePhase::member;
         s.grid_master = w.grid_master;
         s.grid_master_address = w.grid_master_address;
@@ -696,7 +777,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (r.node_id != s.setup.node_id) return;
         if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0) {
           s.seed_said_retry = true;
-          return ask_next_seed(self, "seed " + s.setup.seeds[s.seed_next - 1].to_string() + ": " + r.reason);
+          return ask_next_seed(self, seed_name(s, s.seed_next - 1) + ": " + r.reason);
         }
         if (s.phase == NodePhase::joining) return conclude(self, JoinResult::rejected, r.reason);
         // Rejoining: the GridMaster may not have noticed yet that we were gone ("already in the cluster"), or the
@@ -726,6 +807,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         if (c.node_id != s.setup.node_id || c.nonce == 0 || pending == s.pending_joins.end() || !grid_master) return;
         const bool vote = pending->second;
         s.pending_joins.erase(pending);
+        watch_join_holder(self, grid_master, "the GridMaster");
         if (s.phase == NodePhase::joining || s.phase == NodePhase::rejoining)
           self->send(grid_master, make_join(self, c.request, c.nonce, vote));
       },
@@ -733,9 +815,9 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
         // We are the joiner's seed: the GridMaster decides, and answers the joiner itself.
         auto& s = self->state;
         if (s.phase == NodePhase::member && s.grid_master)
-          self->send(s.grid_master, join);
+          pass_on_join(self, s.grid_master, join);
         else if (s.candidate)
-          self->send(s.candidate, join);
+          pass_on_join(self, s.candidate, join);
         else if (s.phase == NodePhase::rejoining && s.lines_kept && join.vote && join.node &&
                  s.early_votes.size() < kMaxWaitingJoins)
           s.early_votes.push_back(join);

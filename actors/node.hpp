@@ -80,6 +80,8 @@ enum class NodePhase { joining, member, rejoining, leaving };
 
 // Joins a node has sent and whose challenge has not come yet, held at most (NodeState::pending_joins).
 inline constexpr std::size_t kMaxPendingJoins = 64;
+// Joins a seed remembers having passed on (NodeState::passed_joins): the oldest is forgotten.
+inline constexpr std::size_t kMaxPassedJoins = 256;
 
 struct NodeState {
   static inline const char* name = "node";
@@ -162,6 +164,20 @@ struct NodeState {
   std::string seed_failures;     // joining: why the seeds asked so far in this pass did not let it in
   std::string seed_failures_before;  // joining: the same for the pass before, while a new one has none yet
   bool seed_said_retry = false;  // joining: a seed of this pass said "try again" (see ask_next_seed)
+  // Joining: who holds our Join now (monitored): the seed asked, until the GridMaster's JoinChallenge comes, then
+  // that GridMaster. Either may die with the Join unanswered; the node then asks its seeds again (ask_next_seed)
+  // rather than wait out the join timeout for an answer that cannot come.
+  caf::actor_addr join_holder;
+  std::string join_holder_name;  // for the log and the join's error: "seed host:port", "the GridMaster"
+  // As a seed: the Joins passed on to the GridMaster that it has not yet taken in (it acknowledges each; at most
+  // kMaxPassedJoins, by sequence number). If the GridMaster is lost first, their joiners hear "try again"
+  // (answer_passed_joins in node.cpp): they would otherwise wait out their join timeout for nothing.
+  struct PassedJoin {
+    caf::actor joiner;
+    std::uint64_t node_id = 0;
+  };
+  std::map<std::uint64_t, PassedJoin> passed_joins;
+  std::uint64_t passed_sequence = 0;
 };
 
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup);

@@ -256,6 +256,63 @@ TEST_CASE("garbage sent to a node is dropped and counted, and the cluster goes o
 
 // -- in real time: a real connection, and a seed address nobody answers at ------------------------------------
 
+// A seed passes a Join on to the GridMaster, which dies before it reads it (killed with the Join in its mailbox).
+// The seed tells the joiner to try again; the Join used to be lost without a word, and its joiner waited out its
+// join timeout (10 s by default) and gave up.
+TEST_CASE("a Join the GridMaster dies with gets its joiner a 'try again' from the seed that passed it on") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  cluster.add(1, make_store(64, 1.0f), true);
+  cluster.add(2, make_store(64, 2.0f), true);
+  auto through_2 = cluster.setup(5, make_store(64, 5.0f), true);
+  through_2.seed_node = cluster.node(2);
+  cluster.start(std::move(through_2));
+  cluster.sim().run();
+  REQUIRE(cluster.outcome(5).result == actors::JoinResult::welcomed);
+  CHECK(cluster.state(2).passed_joins.empty());  // the GridMaster took that Join in: the seed holds none
+  const caf::actor me = cluster.sim().recorder("joiner");
+  const caf::actor grid_master = cluster.grid_master_actor();
+  caf::anon_send(cluster.node(2), recorded_join(me, 9, *cluster.store(1)));
+  REQUIRE(cluster.sim().run_until([&] { return !cluster.state(2).passed_joins.empty(); }, 100));
+  // Ahead of the Join in its mailbox, as a crash comes between two messages.
+  caf::anon_send<caf::message_priority::high>(grid_master, caf::exit_msg{nullptr, caf::exit_reason::kill});
+  cluster.sim().run();
+  CHECK(received<actors::JoinChallenge>(me).empty());
+  const auto rejects = take<actors::Reject>(me);
+  REQUIRE(rejects.size() == 1);
+  CHECK(rejects[0].node_id == 9);
+  CHECK(rejects[0].not_a_member);
+  CHECK_MESSAGE(rejects[0].reason.find("try again") != std::string::npos, rejects[0].reason);
+}
+
+// The same after the challenge: the joiner has answered it, and the GridMaster dies before it reads the answer.
+// The joiner watches whoever holds its Join (the seed, then the GridMaster that challenged it) and asks its seed
+// again, every 500 ms while the seed says "try again"; the members elect a successor, which lets it in. It used to
+// wait out its join timeout for an answer that could not come, and give up.
+TEST_CASE("a joiner whose GridMaster dies after the challenge asks again, and gets in under the successor") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  for (std::uint64_t id : {1, 2, 4}) cluster.add(id, make_store(64, static_cast<float>(id)), true);
+  cluster.sim().run();
+  const caf::actor grid_master = cluster.grid_master_actor();
+  auto setup = cluster.setup(3, make_store(64, 3.0f), true);
+  setup.seed_node = cluster.node(2);
+  cluster.start(std::move(setup));
+  // Until it has answered the challenge: its proof is in the GridMaster's mailbox.
+  REQUIRE(cluster.sim().run_until(
+      [&] { return cluster.state(3).join_requests > 0 && cluster.state(3).pending_joins.empty(); }, 1000));
+  // Ahead of the answer in its mailbox, as a crash comes between two messages.
+  caf::anon_send<caf::message_priority::high>(grid_master, caf::exit_msg{nullptr, caf::exit_reason::kill});
+  cluster.sim().run();
+  REQUIRE(cluster.ended(1));
+  // Within its join timeout (10 s): the successor's election takes the members a few walks.
+  for (int ms = 0; ms < 9000 && cluster.outcome(3).result == actors::JoinResult::pending; ms += 50) {
+    cluster.sim().advance_time(std::chrono::milliseconds(50));
+    cluster.sim().run();
+  }
+  const auto outcome = cluster.outcome(3);
+  CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
+  CHECK(cluster.state(3).grid_master != grid_master);
+}
+
 TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   auto config = cluster_config(2, 1.0);
   actors::SystemConfig system_config{config};
