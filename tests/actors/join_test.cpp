@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "actors/gate.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_handle.hpp"
 #include "actors/runtime.hpp"
@@ -361,6 +362,38 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   lost.value().wait();
   joined.stop();
   joined.wait();
+  bootstrap.stop();
+  bootstrap.wait();
+}
+
+// The first seed is a stalled machine: it takes the TCP connection (its kernel still answers) and never says a word.
+// The joiner gives it the gate's handshake time (5 s), then asks the next seed, well within its join timeout (10 s).
+TEST_CASE("a stalled seed first in the list costs a joiner the handshake time; the next seed lets it in") {
+  const auto [silent, silent_port] = bind_loopback();
+  REQUIRE(::listen(silent, 8) == 0);
+  auto config = cluster_config(1, 1.0);
+  actors::SystemConfig config_a{config}, config_b{config};
+  caf::actor_system a{config_a}, b{config_b};
+  actors::NodeOptions first;
+  first.config = config;
+  first.node_id = 1;
+  first.store = make_store(8, 1.0f);
+  auto bootstrap = start_welcomed(a, first);
+
+  actors::NodeOptions second = first;
+  second.node_id = 2;
+  second.store = make_store(8, 2.0f);
+  second.seeds = {config::Endpoint{"127.0.0.1", silent_port}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  const auto asked = std::chrono::steady_clock::now();
+  auto joined = actors::start_node(b, second);
+  REQUIRE_OK(joined);
+  const auto outcome = joined.value().wait_joined();
+  const auto took = std::chrono::steady_clock::now() - asked;
+  ::close(silent);
+  CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
+  CHECK(took >= actors::kGateHandshakeTimeout);  // it did wait for the stalled seed first
+  joined.value().stop();
+  joined.value().wait();
   bootstrap.stop();
   bootstrap.wait();
 }
