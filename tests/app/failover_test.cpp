@@ -84,7 +84,8 @@ json start_running(Cluster& cluster, std::size_t n) {
     // What the nodes missing from the status said.
     const auto listed = rounds_by_address(last);
     for (std::size_t i : started)
-      if (!listed.count(cluster.address(i))) MESSAGE("node " << i << " is not listed; it said:\n" << cluster.node(i).output());
+      if (!listed.count(cluster.address(i)))
+        MESSAGE("node " << i << " is not listed; it said:\n" << cluster.node(i).output());
   }
   REQUIRE_MESSAGE(running, "last status: " << last.dump());
   return last;
@@ -292,7 +293,8 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
                through_old.is_object() && through_old["epoch"] == new_epoch && through_old["nodes"].size() == 4;
       },
       30s);
-  REQUIRE_MESSAGE(back, "last status: " << last.dump() << "\nold GridMaster's node: " << gm << "\n" << outputs(cluster, 4));
+  REQUIRE_MESSAGE(back,
+                  "last status: " << last.dump() << "\nold GridMaster's node: " << gm << "\n" << outputs(cluster, 4));
   const std::string out = cluster.node(gm).output();
   CHECK(out.find("stepping down") != std::string::npos);
   CHECK(out.find("took over") == std::string::npos);
