@@ -314,6 +314,30 @@ TEST_CASE("a joiner whose GridMaster dies after the challenge asks again, and ge
   CHECK(cluster.state(3).grid_master != grid_master);
 }
 
+// The seed itself dies with the Join unread. The joiner, watching it, asks again (the next seed at once; here, its
+// only seed, after the pause) rather than waiting for an answer that cannot come; with no seed alive it gives up at
+// its join timeout, saying what happened.
+TEST_CASE("a joiner whose seed dies with its Join asks again, and says so if nobody lets it in") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  for (std::uint64_t id : {1, 2}) cluster.add(id, make_store(64, static_cast<float>(id)), true);
+  cluster.sim().run();
+  auto setup = cluster.setup(3, make_store(64, 3.0f), true);
+  setup.seed_node = cluster.node(2);
+  cluster.start(std::move(setup));
+  REQUIRE(cluster.sim().run_until([&] { return cluster.state(3).join_requests > 0; }, 100));
+  caf::anon_send<caf::message_priority::high>(cluster.node(2), caf::exit_msg{nullptr, caf::exit_reason::kill});
+  cluster.sim().run();
+  REQUIRE(cluster.ended(2));
+  cluster.sim().advance_time(std::chrono::milliseconds(600));  // its only seed: the list again after the pause
+  cluster.sim().run();
+  CHECK(cluster.state(3).join_requests >= 2);
+  cluster.sim().advance_time(std::chrono::seconds(11));
+  cluster.sim().run();
+  const auto outcome = cluster.outcome(3);
+  CHECK(outcome.result == actors::JoinResult::unreachable);
+  CHECK_MESSAGE(outcome.reason.find("the seed went down before it answered") != std::string::npos, outcome.reason);
+}
+
 TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   auto config = cluster_config(2, 1.0);
   actors::SystemConfig system_config{config};
