@@ -156,6 +156,35 @@ TEST_CASE("a node started right after its GridMaster was killed joins, asking ag
                 "last status: " << last.dump());
 }
 
+// A node that joins while the GridMaster is stalled: its seed passes the Join on to a GridMaster that will never read
+// it. Once the seed counts that GridMaster lost (the connection timeout), it tells the joiner to try again, and the
+// joiner gets in under the successor the others elect. The Join used to be lost without a word: the joiner waited
+// out its join timeout (10 s) and exited 1.
+TEST_CASE("a node that joins while its GridMaster is stalled gets in under the successor") {
+  Cluster cluster;
+  json last = start_running(cluster, 3);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  const std::size_t gm = grid_master_index(cluster, last, 3);
+  cluster.set_seed(joined(addresses(cluster, all_but(3, {gm}))));
+
+  cluster.node(gm).signal(SIGSTOP);
+  const auto stalled = std::chrono::steady_clock::now();
+  const std::size_t joiner = cluster.start(10.0);
+  const auto welcomed = cluster.node(joiner).wait_for_line("joined the cluster", 30s);
+  const std::string out = cluster.node(joiner).output();
+  REQUIRE_MESSAGE(welcomed.has_value(), "joiner:\n" << out << "\nothers:\n" << outputs(cluster, 3));
+  MESSAGE("the joiner got in " << seconds_since(stalled) << " s after the GridMaster was stalled");
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        last = cluster.status();
+                        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch &&
+                               last["nodes"].size() == 3;  // the two survivors and the joiner
+                      },
+                      20s),
+                  "last status: " << last.dump());
+  cluster.node(gm).signal(SIGCONT);
+}
+
 // A hang seen in testing: a node that became GridMaster by election left at once while its GridMaster dialled a
 // member that did not answer (here: stopped), and its process never ended (the gate's promise for the dial held the
 // ended GridMaster). gridnode's 10 s shutdown guard would end it and say so; a clean exit never needs the guard.
