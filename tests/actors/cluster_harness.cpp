@@ -36,10 +36,7 @@ TestCluster::~TestCluster() {
 
 actors::NodeHandle& TestCluster::add(std::uint64_t id, std::shared_ptr<learner::ParameterStore> store,
                                      bool paced_by_every_steps) {
-  actors::NodeOptions options;
-  options.config = config_;
-  options.node_id = id;
-  options.store = std::move(store);
+  actors::NodeOptions options = node_options(config_, id, std::move(store));
   options.listen = false;
   options.data_plane = data_plane_;
   options.paced_by_every_steps = paced_by_every_steps;

@@ -56,10 +56,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   config.cluster.token_file = token.path();
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(1000, 1.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
   actors::NodeHandle node = start_welcomed(a, first);
   const actors::GateCounters& counts = *node.gate_counters();
   const std::uint16_t port = node.port();

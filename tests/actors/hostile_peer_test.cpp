@@ -127,10 +127,7 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   caf::actor_system a{config_a}, b{config_b};
   auto data_plane = actors::open_data_plane(config, true);
   REQUIRE(data_plane.ok());
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(1000, 2.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(1000, 2.0f));
   first.data_plane = data_plane.value();
   actors::NodeHandle node = start_welcomed(a, first);
   actors::NodeOptions second = first;

@@ -96,10 +96,7 @@ TEST_CASE("a node started by start_node proves the token its cluster.token_file 
   auto config = cluster_config(2, 1.0);
   config.cluster.token_file = file.path();
   DeterministicSystem sim;
-  actors::NodeOptions options;
-  options.config = config;
-  options.node_id = 1;
-  options.store = make_store(8, 1.0f);
+  actors::NodeOptions options = node_options(config, 1, make_store(8, 1.0f));
   options.listen = false;
   options.grid_master_thread = false;  // the test scheduler runs every actor
   auto started = actors::start_node(sim.system(), options);
@@ -359,10 +356,7 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(8, 1.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(8, 1.0f));
   auto bootstrap = start_welcomed(a, first);
 
   // Nothing listens on port 1; then the member.
@@ -398,10 +392,7 @@ TEST_CASE("a stalled seed first in the list costs a joiner the handshake time; t
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(8, 1.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(8, 1.0f));
   auto bootstrap = start_welcomed(a, first);
 
   actors::NodeOptions second = first;
@@ -431,11 +422,8 @@ TEST_CASE("a stalled seed first in the list costs a joiner the handshake time; t
 TEST_CASE("nodes whose seeds are not members yet ask them again, and join once one of them bootstraps") {
   const std::uint16_t port_a = free_port(), port_c = free_port();
   auto options = [](std::uint64_t id, std::uint16_t port, std::vector<std::uint16_t> seeds) {
-    actors::NodeOptions o;
-    o.config = cluster_config(1, 1.0);
+    actors::NodeOptions o = node_options(cluster_config(1, 1.0), id, make_store(8, static_cast<float>(id)));
     o.config.cluster.listen = config::Endpoint{"127.0.0.1", port};
-    o.node_id = id;
-    o.store = make_store(8, static_cast<float>(id));
     for (std::uint16_t seed : seeds) o.seeds.push_back(config::Endpoint{"127.0.0.1", seed});
     return o;
   };
@@ -463,10 +451,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(1000, 1.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
   auto bootstrap = start_welcomed(a, first);
   REQUIRE(bootstrap.port() != 0);
 
@@ -501,10 +486,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   // Paced by every_steps and never allowed a round, the stores move only by the copy.
   auto config = cluster_config(1, 1.0);
   actors::Runtime a{config}, b{config};
-  actors::NodeOptions first;
-  first.config = config;
-  first.node_id = 1;
-  first.store = make_store(1000, 1.0f);
+  actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
   first.paced_by_every_steps = true;
   auto bootstrap = a.start_node(first);
   REQUIRE(bootstrap.ok());

@@ -37,10 +37,7 @@ TEST_CASE("waiting on a running node keeps nothing: 20,000 wait_for calls, then 
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig system_config{config};
   caf::actor_system system{system_config};
-  actors::NodeOptions options;
-  options.config = config;
-  options.node_id = 1;
-  options.store = make_store(8, 1.0f);
+  actors::NodeOptions options = node_options(config, 1, make_store(8, 1.0f));
   options.listen = false;
   auto node = actors::start_node(system, options);
   REQUIRE(node.ok());

@@ -56,6 +56,15 @@ TokenFile::TokenFile(const std::string& token) {
 
 TokenFile::~TokenFile() { std::filesystem::remove_all(dir); }
 
+actors::NodeOptions node_options(const config::Config& config, std::uint64_t id,
+                                 std::shared_ptr<learner::ParameterStore> store) {
+  actors::NodeOptions options;
+  options.config = config;
+  options.node_id = id;
+  options.store = std::move(store);
+  return options;
+}
+
 actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options) {
   auto node = actors::start_node(system, options);
   REQUIRE(node.ok());

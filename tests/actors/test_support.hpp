@@ -45,6 +45,11 @@ LoopbackSocket bind_loopback();
 // The token `path` holds, read as start_node reads cluster.token_file ("" : none).
 std::string token_in(const std::string& path);
 
+// A node's options: `config`, id `id` and `store`; the rest as NodeOptions has it (listening, no seeds: it
+// bootstraps).
+actors::NodeOptions node_options(const config::Config& config, std::uint64_t id,
+                                 std::shared_ptr<learner::ParameterStore> store);
+
 // Starts a node in `system` with `options` and requires that it is welcomed (it bootstraps when it has no seeds).
 actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options);
 

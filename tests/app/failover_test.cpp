@@ -66,7 +66,6 @@ bool all_past(const json& status, std::size_t nodes, const std::map<std::string,
   return true;
 }
 
-// Starts `n` probe nodes and waits until each runs rounds. Every later start and status uses every address.
 // Every node's output, for a failure message.
 std::string outputs(Cluster& cluster, std::size_t n) {
   std::string all;
@@ -74,6 +73,7 @@ std::string outputs(Cluster& cluster, std::size_t n) {
   return all;
 }
 
+// Starts `n` probe nodes and waits until each runs rounds. Every later start and status uses every address.
 json start_running(Cluster& cluster, std::size_t n) {
   std::vector<std::size_t> started;
   for (std::size_t i = 0; i < n; ++i) started.push_back(cluster.start(1.0 + static_cast<double>(i)));
@@ -91,6 +91,27 @@ json start_running(Cluster& cluster, std::size_t n) {
   return last;
 }
 
+// Polls the status until it shows an epoch above `epoch` with `nodes` nodes (a successor took over), for at most
+// `limit`; `last` keeps the last status polled.
+bool taken_over(Cluster& cluster, json& last, std::uint64_t epoch, std::size_t nodes, std::chrono::milliseconds limit) {
+  return eventually(
+      [&] {
+        last = cluster.status();
+        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch && last["nodes"].size() == nodes;
+      },
+      limit);
+}
+
+// Starts a node (probe value 10) through the cluster's seeds and requires that it is welcomed; its output.
+// `others`: how many nodes were started before it, whose output a failure shows.
+std::string start_joiner(Cluster& cluster, std::size_t others) {
+  const std::size_t joiner = cluster.start(10.0);
+  const auto welcomed = cluster.node(joiner).wait_for_line("joined the cluster", 30s);
+  std::string out = cluster.node(joiner).output();
+  REQUIRE_MESSAGE(welcomed.has_value(), "joiner:\n" << out << "\nothers:\n" << outputs(cluster, others));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("kill -9 of the GridMaster's process: a survivor takes over within 5 s, rounds go on, any survivor seeds") {
@@ -104,12 +125,7 @@ TEST_CASE("kill -9 of the GridMaster's process: a survivor takes over within 5 s
 
   const auto killed = std::chrono::steady_clock::now();
   cluster.node(gm).signal(SIGKILL);
-  const bool took_over = eventually(
-      [&] {
-        last = cluster.status();
-        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch && last["nodes"].size() == 3;
-      },
-      5s);
+  const bool took_over = taken_over(cluster, last, epoch, 3, 5s);
   REQUIRE_MESSAGE(took_over, "last status: " << last.dump());
   MESSAGE("a successor took over " << seconds_since(killed) << " s after the kill");
   const auto new_epoch = last["epoch"].get<std::uint64_t>();
@@ -146,10 +162,7 @@ TEST_CASE("a node started right after its GridMaster was killed joins, asking ag
   cluster.set_seed(joined(survivors));
 
   cluster.node(gm).signal(SIGKILL);
-  const std::size_t joiner = cluster.start(10.0);  // at once: the survivors have lost their GridMaster by now
-  const auto welcomed = cluster.node(joiner).wait_for_line("joined the cluster", 30s);
-  const std::string out = cluster.node(joiner).output();
-  REQUIRE_MESSAGE(welcomed.has_value(), "joiner:\n" << out << "\nothers:\n" << outputs(cluster, 3));
+  const std::string out = start_joiner(cluster, 3);  // at once: the survivors have lost their GridMaster by now
   const bool asked_again = out.find("asking them again") != std::string::npos;
   MESSAGE(std::string(asked_again ? "the joiner asked its seeds again" : "the joiner got in at its first pass"));
   CHECK_MESSAGE(eventually([&] { return (last = cluster.status()).is_object() && last["nodes"].size() == 3; }, 20s),
@@ -169,19 +182,10 @@ TEST_CASE("a node that joins while its GridMaster is stalled gets in under the s
 
   cluster.node(gm).signal(SIGSTOP);
   const auto stalled = std::chrono::steady_clock::now();
-  const std::size_t joiner = cluster.start(10.0);
-  const auto welcomed = cluster.node(joiner).wait_for_line("joined the cluster", 30s);
-  const std::string out = cluster.node(joiner).output();
-  REQUIRE_MESSAGE(welcomed.has_value(), "joiner:\n" << out << "\nothers:\n" << outputs(cluster, 3));
+  start_joiner(cluster, 3);
   MESSAGE("the joiner got in " << seconds_since(stalled) << " s after the GridMaster was stalled");
-  REQUIRE_MESSAGE(eventually(
-                      [&] {
-                        last = cluster.status();
-                        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch &&
-                               last["nodes"].size() == 3;  // the two survivors and the joiner
-                      },
-                      20s),
-                  "last status: " << last.dump());
+  // The two survivors and the joiner, under the successor.
+  REQUIRE_MESSAGE(taken_over(cluster, last, epoch, 3, 20s), "last status: " << last.dump());
   cluster.node(gm).signal(SIGCONT);
 }
 
@@ -281,12 +285,7 @@ TEST_CASE("two nodes killed at once, the GridMaster's and the one that would suc
   cluster.node(gm).signal(SIGKILL);
   cluster.node(successor).signal(SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
-  const bool took_over = eventually(
-      [&] {
-        last = cluster.status();
-        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch && last["nodes"].size() == 3;
-      },
-      10s);
+  const bool took_over = taken_over(cluster, last, epoch, 3, 10s);
   REQUIRE_MESSAGE(took_over, "last status: " << last.dump());
   MESSAGE("3 of 5 took over " << seconds_since(killed) << " s after the two kills");
   CHECK(eventually([&] { return all_past(last = cluster.status(), 3, before); }, 10s));
@@ -301,13 +300,8 @@ TEST_CASE("a GridMaster stalled past the connection timeout is cut off, not foll
 
   cluster.node(gm).signal(SIGSTOP);
   // The others cannot tell a stall from a death: three of four vote, and one of them takes over.
-  REQUIRE_MESSAGE(eventually(
-                      [&] {
-                        last = cluster.status();
-                        return last.is_object() && last["epoch"].get<std::uint64_t>() > epoch &&
-                               last["nodes"].size() == 3;
-                      },
-                      30s),  // an ASan build beside other tests once took over 15 s
+  // (30 s: an ASan build beside other tests once took over 15 s.)
+  REQUIRE_MESSAGE(taken_over(cluster, last, epoch, 3, 30s),
                   "last status: " << last.dump() << "\n" << outputs(cluster, 4));
   const auto new_epoch = last["epoch"].get<std::uint64_t>();
   std::this_thread::sleep_for(1s);
