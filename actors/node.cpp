@@ -641,17 +641,18 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
     self->delayed_send(self, kSeedRetryPause, seed_retry_atom::value);
     return;
   }
+  const std::size_t index = s.seed_next++;
   if (s.setup.seed_node) {
-    watch_join_holder(self, s.setup.seed_node, seed_name(s, s.seed_next++));
+    watch_join_holder(self, s.setup.seed_node, seed_name(s, index));
     return send_join(self, s.setup.seed_node);
   }
-  const config::Endpoint seed = s.setup.seeds[s.seed_next++];
+  const config::Endpoint seed = s.setup.seeds[index];
   self->request(middleman(self), s.setup.join_timeout, caf::connect_atom::value, seed.host, seed.port)
       .then(
-          [self, seed](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
-            if (!ptr) return ask_next_seed(self, "no node at seed " + seed.to_string());
+          [self, seed, name = seed_name(s, index)](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {
+            if (!ptr) return ask_next_seed(self, "no node at " + name);
             const auto seed_node = caf::actor_cast<caf::actor>(ptr);
-            watch_join_holder(self, seed_node, "seed " + seed.to_string());
+            watch_join_holder(self, seed_node, name);
             send_join(self, seed_node);
           },
           [self, seed](caf::error& e) {

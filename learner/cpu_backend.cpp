@@ -18,7 +18,7 @@ std::unique_ptr<Loss> CpuBackend::make_loss(int classes, int max_batch) { return
 
 Buffer CpuBackend::allocate(std::size_t floats) {
   // A large buffer (huge pages from 2 MB: the step's passes over a big model's parameters and gradients), zeroed.
-  auto* data = static_cast<float*>(allocate_large(floats * sizeof(float)));
+  float* data = LargeBufferAllocator<float>().allocate(floats);  // checks floats * sizeof(float) for overflow
   std::memset(data, 0, floats * sizeof(float));
   return Buffer(data, floats, [](float* p) { free_large(p); });
 }
