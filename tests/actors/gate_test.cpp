@@ -56,8 +56,9 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   config.cluster.token_file = token.path();
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
+  EndNodesAtExit running;
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
-  actors::NodeHandle node = start_welcomed(a, first);
+  actors::NodeHandle node = running.hold(start_welcomed(a, first));
   const actors::GateCounters& counts = *node.gate_counters();
   const std::uint16_t port = node.port();
 
@@ -119,7 +120,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     intruder.node_id = 3;
     intruder.store = make_store(1000, 9.0f);
     intruder.seeds = {config::Endpoint{"127.0.0.1", port}};
-    auto refused = actors::start_node(b, intruder);
+    auto refused = running.hold(actors::start_node(b, intruder));
     REQUIRE(refused.ok());
     const auto outcome = refused.value().wait_joined();
     CHECK(outcome.result == actors::JoinResult::rejected);
@@ -131,7 +132,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     second.node_id = 2;
     second.store = make_store(1000, 3.0f);
     second.seeds = {config::Endpoint{"127.0.0.1", port}};
-    auto joined = start_welcomed(b, second);
+    auto joined = running.hold(start_welcomed(b, second));
     // With α = 1 both hold the mean after the first round.
     const auto mean = read(*make_store(1000, 2.0f));
     CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));

@@ -125,17 +125,18 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   config.cluster.token_file = token.path();
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
+  EndNodesAtExit running;
   auto data_plane = actors::open_data_plane(config, true);
   REQUIRE(data_plane.ok());
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 2.0f));
   first.data_plane = data_plane.value();
-  actors::NodeHandle node = start_welcomed(a, first);
+  actors::NodeHandle node = running.hold(start_welcomed(a, first));
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 2.0f);  // the same values: averaging keeps them, an injected chunk would not
   second.data_plane = nullptr;
   second.seeds = {config::Endpoint{"127.0.0.1", node.port()}};
-  actors::NodeHandle peer = start_welcomed(b, second);
+  actors::NodeHandle peer = running.hold(start_welcomed(b, second));
   REQUIRE(eventually([&] { return rounds(node) > 10 && node.stats().dims[0].peers == 2; }));
   const actors::DimensionStats line = node.stats().dims[0];
   const std::vector<float> model = read(*first.store);
@@ -215,7 +216,9 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   CHECK(read(*second.store) == model);
   CHECK(resident_kb() < before_kb + 8 * 1024);
   peer.stop();
+  peer.wait();
   node.stop();
+  node.wait();
 }
 
 }  // namespace gridtrain::testing

@@ -339,12 +339,13 @@ TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   auto config = cluster_config(2, 1.0);
   actors::SystemConfig system_config{config};
   caf::actor_system system{system_config};
+  EndNodesAtExit running;
   actors::NodeOptions o;
   o.config = config;
   o.store = make_store(8, 1.0f);
   o.listen = false;
   o.seeds = {config::Endpoint{"127.0.0.1", 1}};  // nothing listens on port 1
-  auto node = actors::start_node(system, o);
+  auto node = running.hold(actors::start_node(system, o));
   REQUIRE(node.ok());
   const auto outcome = node.value().wait_joined();
   CHECK(outcome.result == actors::JoinResult::unreachable);
@@ -356,22 +357,23 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
+  EndNodesAtExit running;
   actors::NodeOptions first = node_options(config, 1, make_store(8, 1.0f));
-  auto bootstrap = start_welcomed(a, first);
+  auto bootstrap = running.hold(start_welcomed(a, first));
 
   // Nothing listens on port 1; then the member.
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(8, 2.0f);
   second.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
-  auto joined = start_welcomed(b, second);
+  auto joined = running.hold(start_welcomed(b, second));
 
   // Two seeds, neither reachable: the reason names both.
   actors::NodeOptions third = first;
   third.node_id = 3;
   third.listen = false;
   third.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", 2}};
-  auto lost = actors::start_node(b, third);
+  auto lost = running.hold(actors::start_node(b, third));
   REQUIRE(lost.ok());
   const auto outcome = lost.value().wait_joined();
   CHECK(outcome.result == actors::JoinResult::unreachable);
@@ -392,15 +394,16 @@ TEST_CASE("a stalled seed first in the list costs a joiner the handshake time; t
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
+  EndNodesAtExit running;
   actors::NodeOptions first = node_options(config, 1, make_store(8, 1.0f));
-  auto bootstrap = start_welcomed(a, first);
+  auto bootstrap = running.hold(start_welcomed(a, first));
 
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(8, 2.0f);
   second.seeds = {config::Endpoint{"127.0.0.1", silent_port}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
   const auto asked = std::chrono::steady_clock::now();
-  auto joined = actors::start_node(b, second);
+  auto joined = running.hold(actors::start_node(b, second));
   REQUIRE_OK(joined);
   const auto outcome = joined.value().wait_joined();
   const auto took = std::chrono::steady_clock::now() - asked;
@@ -430,12 +433,13 @@ TEST_CASE("nodes whose seeds are not members yet ask them again, and join once o
   const auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config}, config_c{config};
   caf::actor_system a{config_a}, b{config_b}, c{config_c};
-  auto first = actors::start_node(a, options(1, port_a, {port_a, port_c}));
+  EndNodesAtExit running;
+  auto first = running.hold(actors::start_node(a, options(1, port_a, {port_a, port_c})));
   REQUIRE_OK(first);
-  auto second = actors::start_node(b, options(2, 0, {port_a, port_c}));
+  auto second = running.hold(actors::start_node(b, options(2, 0, {port_a, port_c})));
   REQUIRE_OK(second);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // three passes each, at least
-  auto bootstrap = start_welcomed(c, options(3, port_c, {}));
+  auto bootstrap = running.hold(start_welcomed(c, options(3, port_c, {})));
   const auto joined_first = first.value().wait_joined();
   const auto joined_second = second.value().wait_joined();
   CHECK_MESSAGE(joined_first.result == actors::JoinResult::welcomed, joined_first.reason);
@@ -451,15 +455,16 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
+  EndNodesAtExit running;
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
-  auto bootstrap = start_welcomed(a, first);
+  auto bootstrap = running.hold(start_welcomed(a, first));
   REQUIRE(bootstrap.port() != 0);
 
   actors::NodeOptions second = first;
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
   second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.port()}};
-  auto joined = start_welcomed(b, second);
+  auto joined = running.hold(start_welcomed(b, second));
 
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
@@ -486,9 +491,10 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   // Paced by every_steps and never allowed a round, the stores move only by the copy.
   auto config = cluster_config(1, 1.0);
   actors::Runtime a{config}, b{config};
+  EndNodesAtExit running;
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 1.0f));
   first.paced_by_every_steps = true;
-  auto bootstrap = a.start_node(first);
+  auto bootstrap = running.hold(a.start_node(first));
   REQUIRE(bootstrap.ok());
   REQUIRE(bootstrap.value().wait_joined().result == actors::JoinResult::welcomed);
   const auto alone = bootstrap.value().warm_start();
@@ -499,7 +505,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   second.node_id = 2;
   second.store = make_store(1000, 3.0f);
   second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
-  auto joined = b.start_node(second);
+  auto joined = running.hold(b.start_node(second));
   REQUIRE(joined.ok());
   REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);
   REQUIRE(read(*second.store) != read(*first.store));

@@ -37,9 +37,10 @@ TEST_CASE("waiting on a running node keeps nothing: 20,000 wait_for calls, then 
   auto config = cluster_config(1, 1.0);
   actors::SystemConfig system_config{config};
   caf::actor_system system{system_config};
+  EndNodesAtExit running;
   actors::NodeOptions options = node_options(config, 1, make_store(8, 1.0f));
   options.listen = false;
-  auto node = actors::start_node(system, options);
+  auto node = running.hold(actors::start_node(system, options));
   REQUIRE(node.ok());
   REQUIRE(node.value().wait_joined().result == actors::JoinResult::welcomed);
 

@@ -30,10 +30,11 @@ TEST_CASE("line peers that learned of each other through the GridMaster talk ove
   const auto config = cluster_config(1, 1.0);
   actors::SystemConfig config_a{config}, config_b{config}, config_c{config};
   caf::actor_system a{config_a}, b{config_b}, c{config_c};
+  EndNodesAtExit running;
   auto start = [&](caf::actor_system& system, std::uint64_t id, std::optional<config::Endpoint> seed) {
     actors::NodeOptions o = node_options(config, id, make_store(100, static_cast<float>(id)));
     if (seed) o.seeds = {*seed};
-    auto node = actors::start_node(system, o);
+    auto node = running.hold(actors::start_node(system, o));
     REQUIRE(node.ok());
     CHECK(node.value().wait_joined().result == actors::JoinResult::welcomed);
     return node.value();

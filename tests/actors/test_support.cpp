@@ -72,6 +72,21 @@ actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeO
   return node.value();
 }
 
+EndNodesAtExit::~EndNodesAtExit() {
+  for (const auto& node : nodes_) node.kill();  // nothing for a node that has ended
+  for (const auto& node : nodes_) node.wait();
+}
+
+const actors::NodeHandle& EndNodesAtExit::hold(const actors::NodeHandle& node) {
+  nodes_.push_back(node);
+  return node;
+}
+
+const Result<actors::NodeHandle>& EndNodesAtExit::hold(const Result<actors::NodeHandle>& node) {
+  if (node.ok()) nodes_.push_back(node.value());
+  return node;
+}
+
 std::string token_in(const std::string& path) {
   auto token = actors::read_token(path);
   REQUIRE(token.ok());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/node_handle.hpp"
+#include "base/result.hpp"
 #include "config/config.hpp"
 #include "learner/parameter_store.hpp"
 
@@ -52,5 +53,25 @@ actors::NodeOptions node_options(const config::Config& config, std::uint64_t id,
 
 // Starts a node in `system` with `options` and requires that it is welcomed (it bootstraps when it has no seeds).
 actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options);
+
+// Ends the nodes it holds when it goes out of scope, however the test leaves: each one still running is killed,
+// then waited for. Declare it after the test's actor systems, so that it goes first. Without it, a REQUIRE that
+// failed mid-test left its nodes running, ~actor_system waited for them for good, and ctest reported a timeout
+// minutes later instead of the failure doctest had printed. Nodes the test ended itself are left as they are.
+class EndNodesAtExit {
+ public:
+  EndNodesAtExit() = default;
+  EndNodesAtExit(const EndNodesAtExit&) = delete;
+  EndNodesAtExit& operator=(const EndNodesAtExit&) = delete;
+  ~EndNodesAtExit();
+
+  // Holds `node` (a copy refers to the same node) and returns it.
+  const actors::NodeHandle& hold(const actors::NodeHandle& node);
+  // Holds the node, if it started.
+  const Result<actors::NodeHandle>& hold(const Result<actors::NodeHandle>& node);
+
+ private:
+  std::vector<actors::NodeHandle> nodes_;
+};
 
 }  // namespace gridtrain::testing
