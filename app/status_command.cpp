@@ -60,7 +60,9 @@ int status(const StatusArgs& args) {
       view = std::move(asked).value();
       break;
     }
-    failures += (failures.empty() ? "" : "; ") + seed.to_string() + ": " + asked.error().to_string();
+    // Each failure names its seed once: an error that names its source already names the seed.
+    const Error& why = asked.error();
+    failures += (failures.empty() ? "" : "; ") + (why.source.empty() ? seed.to_string() + ": " : "") + why.to_string();
   }
   if (!view) return fail(kInternal, failures);
   std::cout << (args.json ? telemetry::grid_view_json(*view) + "\n" : telemetry::grid_view_table(*view));

@@ -189,6 +189,7 @@ TEST_CASE("--seed takes a list tried in order, for run and for status; any membe
   CHECK(none.exit_code != 0);
   CHECK(none.output.find("127.0.0.1:1") != std::string::npos);
   CHECK(none.output.find("127.0.0.1:2") != std::string::npos);
+  CHECK(none.output.find("127.0.0.1:1: 127.0.0.1:1") == std::string::npos);  // each seed named once in front
   auto bad = run_command(gridnode, {"status", "--seed", "127.0.0.1:1,,x"}, 20s);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("--seed") != std::string::npos);
