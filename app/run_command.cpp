@@ -351,7 +351,8 @@ int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::
 // the gate's on_exit; tests/actors/gate_test.cpp, and with processes in tests/app/failover_test.cpp). Anything else
 // that holds an ended detached actor would hang the process the same way, and a user's process must not hang after
 // its work is done: after kShutdownLimit it ends with its exit code, saying which of the two waits held it (seen
-// once in about a hundred runs of that failover test since the gate's fix, without the log to tell which).
+// once in about a hundred runs of that failover test since the gate's fix, without the log to tell which). The
+// second wait also covers the modules' stop (the middleman's, which waits for its actor).
 class ShutdownLimit {
  public:
   static constexpr std::chrono::seconds kShutdownLimit{10};
@@ -367,9 +368,9 @@ class ShutdownLimit {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
       running = system_.registry().running();
     }
-    const std::string held = running > 0 ? fmt::format("{} actors had not ended after {} s", running,
-                                                       (kShutdownLimit / 2).count())
-                                         : std::string("every actor had ended; a detached actor's thread was held");
+    const std::string held =
+        running > 0 ? fmt::format("{} actors had not ended after {} s", running, (kShutdownLimit / 2).count())
+                    : "every actor had ended: it was held later, in the middleman's stop or a detached actor's thread";
     std::thread([code = code_, held, until = start + kShutdownLimit] {
       std::this_thread::sleep_until(until);
       spdlog::error("the actor system did not shut down within {} s ({}); ending the process (exit code {})",
