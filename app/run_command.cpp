@@ -25,6 +25,7 @@
 
 #include "actors/runtime.hpp"
 #include "app/commands.hpp"
+#include "app/listen_address.hpp"
 #include "config/config.hpp"
 #include "config/endpoint.hpp"
 #include "learner/checkpoint.hpp"
@@ -92,6 +93,16 @@ Result<RunPlan> configure(const RunArgs& args) {
     }
     plan.seeds = std::move(seeds).value();
   }
+  // Where the listen address came from, for an error about it: the option, an override, or the file.
+  Error listen_source{.source = args.config_file, .key = "cluster.listen"};
+  if (!args.listen.empty()) {
+    listen_source = Error{.source = "--listen"};
+  } else if (std::any_of(overrides.begin(), overrides.end(),
+                         [](const std::string& o) { return o.rfind("cluster.listen=", 0) == 0; })) {
+    listen_source.source = "--set";
+  }
+  if (Status reachable = check_listen_address(plan.config.cluster.listen, listen_source, plan.seeds); !reachable)
+    return reachable.error();
   if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
     return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
   // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen

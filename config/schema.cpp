@@ -405,7 +405,7 @@ Schema::Schema() {
   add(key(FIELD(cluster, tls_ca), PathCodec{FileRule::when_set}, "",
           "PEM certificate of the cluster CA: a peer must hold a certificate it signed; \"\" = no TLS"));
   add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0},
-          "host:port this node listens on; port 0 = pick a free port"));
+          "host:port this node listens on and the other nodes dial (so not 0.0.0.0); port 0 = pick a free port"));
   add(key(FIELD(cluster, data_port), IntCodec{IntRange{0, 65535}}, 0,
           "port of this node's data plane (the chunks of allreduce rounds), on the listen host; 0 = pick a free port"));
   add(key(FIELD(cluster, socket_buffer_kb), IntCodec{IntRange{0, 65536}}, 0,

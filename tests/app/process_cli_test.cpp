@@ -90,6 +90,42 @@ TEST_CASE("a missing config file is bad input") {
   CHECK(r.output.rfind("error: /nonexistent/cluster.yaml", 0) == 0);
 }
 
+// A node tells the others its listen address, and they dial it. Any-address, or loopback with a seed on another
+// machine, made a node that joined and showed in `gridnode status` and never averaged with a peer elsewhere (seen
+// with two network namespaces, both at 0.0.0.0:7000: each dialled itself, rounds "done" without the other's
+// values, only "lost its connection" lines in the log). Now it is refused before it starts, saying where the address
+// came from.
+TEST_CASE("a listen address the other nodes cannot dial is bad input: any-address, or loopback with a seed elsewhere") {
+  TempFile file("cluster:\n  listen: 0.0.0.0:7000\nlearner:\n  kind: probe\n");
+  auto from_file = run_command(gridnode, {"run", "--config", file.path.string()}, 30s);
+  CHECK(from_file.exit_code == 2);
+  CHECK_MESSAGE(from_file.output.rfind("error: " + file.path.string() + ": cluster.listen: 0.0.0.0:7000", 0) == 0,
+                from_file.output);
+  CHECK(count_lines(from_file.output) == 1);
+
+  auto option = run_command(gridnode, {"run", "--config", file.path.string(), "--listen", "[::]:0"}, 30s);
+  CHECK(option.exit_code == 2);
+  CHECK_MESSAGE(option.output.rfind("error: --listen: [::]:0", 0) == 0, option.output);
+
+  auto set = run_command(gridnode, {"run", "--config", file.path.string(), "--set", "cluster.listen=0.0.0.0:0"}, 30s);
+  CHECK(set.exit_code == 2);
+  CHECK_MESSAGE(set.output.rfind("error: --set: cluster.listen: 0.0.0.0:0", 0) == 0, set.output);
+
+  // 203.0.113.7 (TEST-NET-3, documentation only) is no address of this machine.
+  auto loopback = run_command(
+      gridnode, {"run", "--config", file.path.string(), "--listen", "127.0.0.1:0", "--seed", "203.0.113.7:7000"}, 30s);
+  CHECK(loopback.exit_code == 2);
+  CHECK_MESSAGE(loopback.output.find("the seed 203.0.113.7:7000 is on another machine") != std::string::npos,
+                loopback.output);
+
+  // Loopback with seeds on this machine is a local cluster, as the demo's: it starts (and, its seed not answering,
+  // exits 1 as unreachable, not 2).
+  auto local = run_command(
+      gridnode, {"run", "--config", file.path.string(), "--listen", "127.0.0.1:0", "--seed", "127.0.0.1:1"}, 60s);
+  CHECK_MESSAGE(local.exit_code == 1, local.output);
+  CHECK(local.output.find("cannot reach seed 127.0.0.1:1") != std::string::npos);
+}
+
 TEST_CASE("an unknown subcommand or option is bad input, --help is not") {
   auto unknown = run_command(gridnode, {"frobnicate"}, 30s);
   CHECK(unknown.exit_code == 2);
