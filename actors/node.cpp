@@ -849,7 +849,7 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                           {}, {}, {}};
           const dataplane::LinkRefusals refused = s.data->refusals();
           stats.data_plane = {refused.handshakes, refused.bad_frames, refused.oversized, refused.truncated,
-                              s.setup.data_plane->strangers()};
+                              s.setup.data_plane->strangers(), s.data->unreachable_peers()};
           if (!s.hosted_grid_master) {
             promise.deliver(std::move(stats));
             return;

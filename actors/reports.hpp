@@ -64,6 +64,7 @@ struct DataPlaneStats {
   std::uint64_t oversized = 0;   // frames longer than any chunk of our lines, refused before a byte was read
   std::uint64_t truncated = 0;   // connections that ended inside a frame
   std::uint64_t strangers = 0;   // connections to the data port that sent no data-plane hello
+  std::uint64_t unreachable_peers = 0;  // now: line peers it dials and has not reached for 10 s (a gauge)
 };
 
 // What the GridMaster a node hosts turned away; all 0 where it hosts none.

@@ -102,6 +102,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   struct Refused {
     std::atomic<std::uint64_t> handshakes{0}, bad_frames{0}, oversized{0}, truncated{0};
   } refused;
+  std::atomic<std::uint32_t> unreachable{0};  // links that warned of a peer not reached (Link::fail), still wanted
   bool closed = false;
 };
 
@@ -189,6 +190,11 @@ struct Link : std::enable_shared_from_this<Link> {
   asio::steady_timer redial;
   std::chrono::milliseconds backoff = kFirstRedial;
   std::uint64_t generation = 0;  // of the socket: handlers of an older one do nothing
+  // A dialer's: since when the link has had no connection (its creation, or the loss of its last one), and
+  // whether that was warned about (and counted in the endpoint's `unreachable`).
+  std::optional<std::chrono::steady_clock::time_point> unreachable_since;
+  bool warned_unreachable = false;
+  void reachable_again();
 
   // Reading: the header so far, then the payload's landing and how much of it came.
   std::array<std::byte, kFrameHeaderBytes> in_header{};
@@ -252,7 +258,18 @@ void Link::drop_queue() {
   queue.clear();
 }
 
+void Link::reachable_again() {
+  if (warned_unreachable) {
+    --endpoint.unreachable;
+    spdlog::info("data plane: node {:016x} reached node {:016x} again", endpoint.setup.node_id, peer);
+  }
+  unreachable_since.reset();
+  warned_unreachable = false;
+}
+
 void Link::close() {
+  if (warned_unreachable) --endpoint.unreachable;  // no longer wanted: nothing to reach
+  warned_unreachable = false;
   state = State::closed;
   ++generation;
   redial.cancel();
@@ -268,6 +285,19 @@ void Link::close() {
 void Link::fail(const std::string& why) {
   if (state == State::closed) return;
   spdlog::info("data plane: node {:016x} lost its connection to node {:016x}: {}", endpoint.setup.node_id, peer, why);
+  const auto now = std::chrono::steady_clock::now();
+  if (!unreachable_since) unreachable_since = now;
+  const auto warn_after = endpoint.service.service.options().unreachable_warning;
+  if (dialer() && !warned_unreachable && now - *unreachable_since >= warn_after) {
+    warned_unreachable = true;
+    ++endpoint.unreachable;
+    auto address = endpoint.addresses.find(peer);
+    spdlog::warn("data plane: node {:016x} has not reached node {:016x} at {} for {:.1f} s ({}); their lines' rounds "
+                 "go without each other's values until it does: check that address, and that the data port is "
+                 "open between the machines",
+                 endpoint.setup.node_id, peer, address == endpoint.addresses.end() ? "?" : address->second,
+                 std::chrono::duration<double>(now - *unreachable_since).count(), why);
+  }
   ++generation;
   if (socket) {
     std::error_code ignored;
@@ -311,8 +341,16 @@ void Link::dial() {
         if (self->generation != g || self->state != State::connecting) return;
         if (e) return self->fail("cannot resolve its data address: " + e.message());
         auto s = std::make_shared<tcp::socket>(self->endpoint.service.service.context());
-        asio::async_connect(*s, results, [self, s, g](std::error_code e, const tcp::endpoint&) {
+        // A firewall that drops the SYNs would hold the connect for the kernel's two minutes of retries.
+        auto deadline = std::make_shared<asio::steady_timer>(self->endpoint.service.service.context());
+        deadline->expires_after(kHandshakeTimeout);
+        deadline->async_wait([s](std::error_code e) {
+          if (!e) s->close();
+        });
+        asio::async_connect(*s, results, [self, s, deadline, g](std::error_code e, const tcp::endpoint&) {
+          deadline->cancel();
           if (self->generation != g || self->state != State::connecting) return;
+          if (e == asio::error::operation_aborted) return self->fail("cannot connect: no answer within the timeout");
           if (e) return self->fail("cannot connect: " + e.message());
           self->start_handshake_as_dialer(std::move(*s));
         });
@@ -424,6 +462,7 @@ void Link::open_with(tcp::socket s, std::unique_ptr<TlsSession> session) {
   tls = std::move(session);
   state = State::open;
   backoff = kFirstRedial;
+  reachable_again();
   // A frame half written on an older connection cannot be finished on this one.
   if (!queue.empty() && queue.front().sent > 0) {
     ++counters(queue.front().tag.dim).frames_unsent;
@@ -686,7 +725,10 @@ void EndpointState::update_links() {
     auto link = std::make_shared<Link>(*this, p, local);
     if (local) link->state = Link::State::open;
     links.emplace(p, link);
-    if (!local && link->dialer()) link->dial();
+    if (!local && link->dialer()) {
+      link->unreachable_since = std::chrono::steady_clock::now();
+      link->dial();
+    }
   }
 }
 
@@ -782,6 +824,8 @@ void Endpoint::deadline(const allreduce::RoundKey& key) {
 }
 
 const DimensionCounters& Endpoint::counters(std::uint32_t dim) const { return state_->counters[dim]; }
+
+std::uint32_t Endpoint::unreachable_peers() const { return state_->unreachable.load(); }
 
 LinkRefusals Endpoint::refusals() const {
   const auto& r = state_->refused;

@@ -57,6 +57,11 @@ struct ServiceOptions {
   // TLS on every data connection after its token handshake (dataplane/tls.hpp); nullptr: plaintext. Peers must
   // agree: a dialer of the other kind is refused as Refusal::tls_mismatch.
   std::shared_ptr<const TlsContext> tls = nullptr;
+  // A node that has not reached a line peer it dials for this long says so in a warning (each failed dial is an info
+  // line) and counts the peer in Endpoint::unreachable_peers() until it does: a wrong data address, or a data port
+  // closed between machines, would otherwise look like a cluster that runs, its rounds never holding that peer's
+  // values. Longer than a node's restart or a failover takes.
+  std::chrono::milliseconds unreachable_warning{10000};
 };
 
 // What an endpoint refused of its peers' connections and frames; each refusal closes the connection, and is
@@ -98,6 +103,8 @@ class Endpoint {
   const DimensionCounters& counters(std::uint32_t dim) const;
   // The connections and frames refused so far, by kind.
   LinkRefusals refusals() const;
+  // The line peers this node dials and has not reached for ServiceOptions::unreachable_warning, now.
+  std::uint32_t unreachable_peers() const;
   // The node ends: its lines and links go; no event comes after this returns... once the service has run it.
   void close();
 

@@ -68,6 +68,10 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                      node);
   accepted_ = counter(r, "gridtrain_connections_accepted_total",
                       "connections that proved the cluster token at the node's gate and went on to CAF", node);
+  unreachable_ = gauge(r, "gridtrain_data_peers_unreachable",
+                       "line peers this node dials and has not reached for 10 s: a wrong data address, or a data "
+                       "port closed between machines",
+                       node);
   samples_ = counter(r, "gridtrain_samples_total", "training samples the learner has stepped over", node);
   tau_ = gauge(r, "gridtrain_tau", "learner steps per completed elastic update, over the last epoch", node);
   samples_per_s_ = gauge(r, "gridtrain_samples_per_second", "learner throughput over the last epoch", node);
@@ -117,6 +121,7 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   advance_each(refused_, {g.not_handshake, g.wrong_protocol, g.bad_proof, g.timed_out, g.overflow, g.tls_refused});
   const auto& d = stats.data_plane;
   advance_each(data_refused_, {d.handshakes, d.bad_frames, d.oversized, d.truncated, d.strangers});
+  unreachable_->Set(static_cast<double>(d.unreachable_peers));
   advance_each(joins_refused_, {stats.joins.rejected, stats.joins.replayed});
   advance(dropped_, stats.bad_messages + stats.joins.bad_messages + stats.refused_payloads, dropped_seen_);
   advance(accepted_, g.accepted, accepted_seen_);

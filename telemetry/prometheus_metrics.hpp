@@ -4,7 +4,8 @@
 // Counters: rounds completed per dimension (rate() gives rounds/s), stale chunks dropped, quorum shortfalls, chunk
 // bytes sent and received, chunks left unsent, samples trained on, connections the gate refused (by reason) and
 // accepted, what the data plane refused (by reason), messages dropped as unexpected or malformed, Joins the hosted
-// GridMaster turned away (by reason). Gauges: τ, samples/s, training loss and test accuracy of the last epoch.
+// GridMaster turned away (by reason). Gauges: line peers not reached (a data address that is wrong, or a port
+// closed), and τ, samples/s, training loss and test accuracy of the last epoch.
 // Every series carries the label node="<name>".
 
 #include <prometheus/counter.h>
@@ -69,6 +70,7 @@ class PrometheusMetrics {
   prometheus::Counter* accepted_;
   std::uint64_t accepted_seen_ = 0;
   prometheus::Counter* samples_;
+  prometheus::Gauge* unreachable_;
   prometheus::Gauge* tau_;
   prometheus::Gauge* samples_per_s_;
   prometheus::Gauge* loss_;

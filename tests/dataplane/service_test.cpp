@@ -125,6 +125,84 @@ TEST_CASE("two processes' data planes run rounds over TCP to the exact mean, rou
   CHECK(c.malformed == 0);
 }
 
+namespace {
+
+// A port of 127.0.0.1 nothing listens on, for now (bound by the system, then closed).
+std::uint16_t closed_port() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();
+}
+
+// The line of nodes 1 and 2 (version 3, as key() has it), seen from node 1; node 2 sets self_index = 1.
+LineSpec line_of_1_and_2() {
+  LineSpec spec;
+  spec.epoch = 1;
+  spec.layout_version = 3;
+  spec.line = 7;
+  spec.peers = {1, 2};
+  spec.round = exact();
+  spec.rounds_in_flight = 2;
+  spec.self_index = 0;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("a line peer not reached is warned about and counted until it is reached; then rounds run") {
+  // Node 1 dials node 2 (the lower id dials) at an address where nothing listens yet: a wrong data address or a
+  // closed port, as a user would have it. It counts the peer as unreachable once the warning time has passed, and
+  // no longer once the peer is there.
+  const std::uint16_t port = closed_port();
+  auto a = Service::start({.unreachable_warning = 300ms});
+  REQUIRE(a.ok());
+  Node n1(*a.value(), 1, 1000, 0.0f);
+  const std::vector<std::string> addresses{a.value()->address(), "127.0.0.1:" + std::to_string(port)};
+  LineSpec spec = line_of_1_and_2();
+  n1.endpoint->start_line(spec, addresses);
+  CHECK(n1.endpoint->unreachable_peers() == 0);  // not before the warning time
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (n1.endpoint->unreachable_peers() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  CHECK(n1.endpoint->unreachable_peers() == 1);
+
+  auto b = Service::start({.port = port});
+  REQUIRE(b.ok());
+  Node n2(*b.value(), 2, 1000, 10.0f);
+  spec.self_index = 1;
+  n2.endpoint->start_line(spec, addresses);
+  n1.endpoint->start_round(key(3, 1));
+  n2.endpoint->start_round(key(3, 1));
+  CHECK(n1.wait_done(1));  // within the redial backoff (2 s at most)
+  CHECK(n2.wait_done(1));
+  CHECK(n1.endpoint->unreachable_peers() == 0);
+  CHECK(n1.read() == n2.read());
+}
+
+TEST_CASE("a dial that gets no answer, as through a firewall that drops it, gives up and counts the peer") {
+  // A listener whose accept queue is full drops the SYNs of further connections: a connect to it waits, as to a
+  // port behind a firewall that drops packets (the kernel retries its SYN for about two minutes).
+  asio::io_context io;
+  asio::ip::tcp::acceptor full(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  full.listen(0);
+  std::vector<asio::ip::tcp::socket> queued;
+  for (int i = 0; i < 3; ++i) {
+    queued.emplace_back(io);
+    queued.back().async_connect(full.local_endpoint(), [](std::error_code) {});
+  }
+  io.run_for(300ms);
+  auto a = Service::start({.unreachable_warning = 300ms});
+  REQUIRE(a.ok());
+  Node n1(*a.value(), 1, 1000, 0.0f);
+  LineSpec spec = line_of_1_and_2();
+  n1.endpoint->start_line(spec, {a.value()->address(), "127.0.0.1:" + std::to_string(full.local_endpoint().port())});
+  // The dial gives up after the handshake timeout (5 s), so the peer is counted well before the kernel would.
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (n1.endpoint->unreachable_peers() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  CHECK(n1.endpoint->unreachable_peers() == 1);
+}
+
 TEST_CASE("a service's CPU time is its thread's, and stays counted after it stops") {
   auto s = service();
   const auto before = s->cpu_time();

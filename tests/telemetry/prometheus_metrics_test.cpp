@@ -47,7 +47,8 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   stats.gate.bad_proof = 2;
   stats.gate.not_handshake = 64;
   stats.gate.accepted = 3;
-  stats.data_plane = {.handshakes = 1, .bad_frames = 2, .oversized = 3, .truncated = 4, .strangers = 5};
+  stats.data_plane = {
+      .handshakes = 1, .bad_frames = 2, .oversized = 3, .truncated = 4, .strangers = 5, .unreachable_peers = 2};
   stats.joins = {.rejected = 6, .replayed = 7, .bad_messages = 1};
   stats.bad_messages = 9;
   stats.refused_payloads = 1;
@@ -77,6 +78,7 @@ TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, thro
   CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="oversized"} 3)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="truncated"} 4)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_data_refused_total{node="n7",reason="stranger"} 5)") != std::string::npos);
+  CHECK(page.find(R"(gridtrain_data_peers_unreachable{node="n7"} 2)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_joins_refused_total{node="n7",reason="rejected"} 6)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_joins_refused_total{node="n7",reason="replayed"} 7)") != std::string::npos);
   CHECK(page.find(R"(gridtrain_messages_dropped_total{node="n7"} 11)") != std::string::npos);
