@@ -15,7 +15,7 @@ namespace gridtrain::app {
 // - the host is loopback (127.0.0.0/8, ::1, localhost) while a seed is on another machine: the cluster's nodes
 //   there could not reach this one. A seed whose name does not resolve is left to the join to report.
 // Either node would join and show in `gridnode status`, and then never average with a peer on another machine:
-// its data connections dial the wrong machine, and only "lost its connection" lines would say so.
+// its data connections dial the wrong machine, and only info lines of failed connections would say so.
 Status check_listen_address(const config::Endpoint& listen, const Error& source,
                             const std::vector<config::Endpoint>& seeds);
 

@@ -284,19 +284,24 @@ void Link::close() {
 
 void Link::fail(const std::string& why) {
   if (state == State::closed) return;
-  spdlog::info("data plane: node {:016x} lost its connection to node {:016x}: {}", endpoint.setup.node_id, peer, why);
+  auto address = endpoint.addresses.find(peer);
+  const std::string at = address == endpoint.addresses.end() ? "?" : address->second;
+  if (state == State::open)
+    spdlog::info("data plane: node {:016x} lost its connection to node {:016x}: {}", endpoint.setup.node_id, peer, why);
+  else
+    spdlog::info("data plane: node {:016x} could not connect to node {:016x} at {}: {}", endpoint.setup.node_id, peer,
+                 at, why);
   const auto now = std::chrono::steady_clock::now();
   if (!unreachable_since) unreachable_since = now;
   const auto warn_after = endpoint.service.service.options().unreachable_warning;
   if (dialer() && !warned_unreachable && now - *unreachable_since >= warn_after) {
     warned_unreachable = true;
     ++endpoint.unreachable;
-    auto address = endpoint.addresses.find(peer);
     spdlog::warn("data plane: node {:016x} has not reached node {:016x} at {} for {:.1f} s ({}); their lines' rounds "
                  "go without each other's values until it does: check that address, and that the data port is "
                  "open between the machines",
-                 endpoint.setup.node_id, peer, address == endpoint.addresses.end() ? "?" : address->second,
-                 std::chrono::duration<double>(now - *unreachable_since).count(), why);
+                 endpoint.setup.node_id, peer, at, std::chrono::duration<double>(now - *unreachable_since).count(),
+                 why);
   }
   ++generation;
   if (socket) {

@@ -94,7 +94,10 @@ TEST_CASE("with a quorum of 3 of 4, a node stopped for 10 s does not stop the ot
   MESSAGE("θ = 0.75, rounds/s of the other three: " << rates.before << " before, " << rates.during
                                                     << " while one node was stopped");
   CHECK(rates.during > 0);
-  CHECK(rates.during >= rates.before / 2);
+  // Going on, against stalled: the θ = 1 case below falls under a tenth of its rate. Not a speed figure: alone the
+  // others ran 1.2-1.3x faster during the stop (the stopped node frees a core), under ctest -j2 beside the training
+  // tests once 0.45x, which the half this asked for failed.
+  CHECK(rates.during >= rates.before / 10);
 
   // Back: still a member (30 s of silence were not reached), running rounds again within 10 s, and all four agree.
   const std::string victim_address = cluster.address(2);

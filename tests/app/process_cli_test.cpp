@@ -93,8 +93,8 @@ TEST_CASE("a missing config file is bad input") {
 // A node tells the others its listen address, and they dial it. Any-address, or loopback with a seed on another
 // machine, made a node that joined and showed in `gridnode status` and never averaged with a peer elsewhere (seen
 // with two network namespaces, both at 0.0.0.0:7000: each dialled itself, rounds "done" without the other's
-// values, only "lost its connection" lines in the log). Now it is refused before it starts, saying where the address
-// came from.
+// values, only info lines of failed connections in the log). Now it is refused before it starts, saying where the
+// address came from.
 TEST_CASE("a listen address the other nodes cannot dial is bad input: any-address, or loopback with a seed elsewhere") {
   TempFile file("cluster:\n  listen: 0.0.0.0:7000\nlearner:\n  kind: probe\n");
   auto from_file = run_command(gridnode, {"run", "--config", file.path.string()}, 30s);
