@@ -115,11 +115,8 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
 
   SUBCASE("a node with a wrong token is rejected at the gate, and says so; one with the right token joins") {
     TokenFile wrong("another-secret");
-    actors::NodeOptions intruder = first;
+    actors::NodeOptions intruder = joiner_options(first, 3, make_store(1000, 9.0f), {port});
     intruder.config.cluster.token_file = wrong.path();
-    intruder.node_id = 3;
-    intruder.store = make_store(1000, 9.0f);
-    intruder.seeds = {config::Endpoint{"127.0.0.1", port}};
     auto refused = running.hold(actors::start_node(b, intruder));
     REQUIRE(refused.ok());
     const auto outcome = refused.value().wait_joined();
@@ -128,10 +125,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     CHECK(eventually([&] { return counts.bad_proof == 1; }));
     CHECK(read(*intruder.store) == read(*make_store(1000, 9.0f)));  // nothing averaged into it
 
-    actors::NodeOptions second = first;
-    second.node_id = 2;
-    second.store = make_store(1000, 3.0f);
-    second.seeds = {config::Endpoint{"127.0.0.1", port}};
+    actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 3.0f), {port});
     auto joined = running.hold(start_welcomed(b, second));
     // With α = 1 both hold the mean after the first round.
     const auto mean = read(*make_store(1000, 2.0f));

@@ -131,11 +131,9 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 2.0f));
   first.data_plane = data_plane.value();
   actors::NodeHandle node = running.hold(start_welcomed(a, first));
-  actors::NodeOptions second = first;
-  second.node_id = 2;
-  second.store = make_store(1000, 2.0f);  // the same values: averaging keeps them, an injected chunk would not
+  // The same values: averaging keeps them, an injected chunk would not.
+  actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 2.0f), {node.port()});
   second.data_plane = nullptr;
-  second.seeds = {config::Endpoint{"127.0.0.1", node.port()}};
   actors::NodeHandle peer = running.hold(start_welcomed(b, second));
   REQUIRE(eventually([&] { return rounds(node) > 10 && node.stats().dims[0].peers == 2; }));
   const actors::DimensionStats line = node.stats().dims[0];

@@ -362,17 +362,12 @@ TEST_CASE("a list of seeds is tried in order: the first that is a member lets th
   auto bootstrap = running.hold(start_welcomed(a, first));
 
   // Nothing listens on port 1; then the member.
-  actors::NodeOptions second = first;
-  second.node_id = 2;
-  second.store = make_store(8, 2.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  actors::NodeOptions second = joiner_options(first, 2, make_store(8, 2.0f), {1, bootstrap.port()});
   auto joined = running.hold(start_welcomed(b, second));
 
   // Two seeds, neither reachable: the reason names both.
-  actors::NodeOptions third = first;
-  third.node_id = 3;
+  actors::NodeOptions third = joiner_options(first, 3, first.store, {1, 2});
   third.listen = false;
-  third.seeds = {config::Endpoint{"127.0.0.1", 1}, config::Endpoint{"127.0.0.1", 2}};
   auto lost = running.hold(actors::start_node(b, third));
   REQUIRE(lost.ok());
   const auto outcome = lost.value().wait_joined();
@@ -398,10 +393,7 @@ TEST_CASE("a stalled seed first in the list costs a joiner the handshake time; t
   actors::NodeOptions first = node_options(config, 1, make_store(8, 1.0f));
   auto bootstrap = running.hold(start_welcomed(a, first));
 
-  actors::NodeOptions second = first;
-  second.node_id = 2;
-  second.store = make_store(8, 2.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", silent_port}, config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  actors::NodeOptions second = joiner_options(first, 2, make_store(8, 2.0f), {silent_port, bootstrap.port()});
   const auto asked = std::chrono::steady_clock::now();
   auto joined = running.hold(actors::start_node(b, second));
   REQUIRE_OK(joined);
@@ -460,10 +452,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   auto bootstrap = running.hold(start_welcomed(a, first));
   REQUIRE(bootstrap.port() != 0);
 
-  actors::NodeOptions second = first;
-  second.node_id = 2;
-  second.store = make_store(1000, 3.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.port()}};
+  actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 3.0f), {bootstrap.port()});
   auto joined = running.hold(start_welcomed(b, second));
 
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
@@ -501,10 +490,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   REQUIRE(alone.ok());
   CHECK_FALSE(alone.value().has_value());
 
-  actors::NodeOptions second = first;
-  second.node_id = 2;
-  second.store = make_store(1000, 3.0f);
-  second.seeds = {config::Endpoint{"127.0.0.1", bootstrap.value().port()}};
+  actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 3.0f), {bootstrap.value().port()});
   auto joined = running.hold(b.start_node(second));
   REQUIRE(joined.ok());
   REQUIRE(joined.value().wait_joined().result == actors::JoinResult::welcomed);

@@ -65,6 +65,17 @@ actors::NodeOptions node_options(const config::Config& config, std::uint64_t id,
   return options;
 }
 
+actors::NodeOptions joiner_options(const actors::NodeOptions& like, std::uint64_t id,
+                                   std::shared_ptr<learner::ParameterStore> store,
+                                   const std::vector<std::uint16_t>& seed_ports) {
+  actors::NodeOptions options = like;
+  options.node_id = id;
+  options.store = std::move(store);
+  options.seeds.clear();
+  for (std::uint16_t port : seed_ports) options.seeds.push_back(config::Endpoint{"127.0.0.1", port});
+  return options;
+}
+
 actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options) {
   auto node = actors::start_node(system, options);
   REQUIRE(node.ok());

@@ -51,6 +51,12 @@ std::string token_in(const std::string& path);
 actors::NodeOptions node_options(const config::Config& config, std::uint64_t id,
                                  std::shared_ptr<learner::ParameterStore> store);
 
+// `like`'s options for another node: id `id` and `store`, joining through the nodes at these ports of 127.0.0.1, in
+// order.
+actors::NodeOptions joiner_options(const actors::NodeOptions& like, std::uint64_t id,
+                                   std::shared_ptr<learner::ParameterStore> store,
+                                   const std::vector<std::uint16_t>& seed_ports);
+
 // Starts a node in `system` with `options` and requires that it is welcomed (it bootstraps when it has no seeds).
 actors::NodeHandle start_welcomed(caf::actor_system& system, const actors::NodeOptions& options);
 
