@@ -23,7 +23,7 @@ Status draw_metrics_plots(const std::string& csv, const std::string& out_dir, co
   std::vector<std::string> nodes;
   const std::string data = dir + "/plot-data.txt", script = dir + "/plot.gp";
   std::ofstream(data) << telemetry::plot_data(rows.value(), nodes);
-  std::ofstream(script) << telemetry::plot_script(data, nodes, dir, title);
+  std::ofstream(script) << telemetry::plot_script(data, rows.value(), nodes, dir, title);
   const auto plotted = run_command("/usr/bin/env", {"gnuplot", script}, std::chrono::seconds(60));
   if (plotted.exit_code == 127)
     return Error{.key = "gnuplot", .message = "gnuplot is not installed (Debian: apt-get install gnuplot-nox)"};

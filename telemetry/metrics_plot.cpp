@@ -80,10 +80,12 @@ Result<std::vector<MetricsRow>> read_metrics_csv(const std::string& path) {
 
 const std::vector<MetricsFigure>& metrics_figures() {
   static const std::vector<MetricsFigure> figures = {
-      {"accuracy.png", "test accuracy", &MetricsRow::test_accuracy},
-      {"loss.png", "training loss", &MetricsRow::loss},
-      {"samples_per_s.png", "samples/s", &MetricsRow::samples_per_s},
-      {"tau.png", "tau (learner steps per elastic update)", &MetricsRow::tau},
+      {"accuracy.png", "test accuracy", &MetricsRow::test_accuracy, "no values"},
+      {"loss.png", "training loss", &MetricsRow::loss, "no values"},
+      {"samples_per_s.png", "samples/s", &MetricsRow::samples_per_s, "no values"},
+      {"tau.png", "tau (learner steps per elastic update)", &MetricsRow::tau,
+       "no elastic update in any epoch of any node: tau is empty in every row (one node alone, or nodes that never "
+       "averaged)"},
   };
   return figures;
 }
@@ -114,8 +116,8 @@ std::string plot_data(const std::vector<MetricsRow>& rows, std::vector<std::stri
   return out.str();
 }
 
-std::string plot_script(const std::string& data_file, const std::vector<std::string>& nodes,
-                        const std::string& out_dir, const std::string& title) {
+std::string plot_script(const std::string& data_file, const std::vector<MetricsRow>& rows,
+                        const std::vector<std::string>& nodes, const std::string& out_dir, const std::string& title) {
   std::ostringstream g;
   g << "set terminal pngcairo size 900,560\n"
        "set grid\n"
@@ -125,8 +127,14 @@ std::string plot_script(const std::string& data_file, const std::vector<std::str
   for (std::size_t i = 0; i < figures.size(); ++i) {
     g << "set output '" << out_dir << "/" << figures[i].file << "'\n"
       << "set title '" << title << ": " << figures[i].label << ", one curve per node'\n"
-      << "set ylabel '" << figures[i].label << "'\n"
-      << "plot ";
+      << "set ylabel '" << figures[i].label << "'\n";
+    const auto has_value = [&](const MetricsRow& r) { return std::isfinite(r.*figures[i].value); };
+    if (std::none_of(rows.begin(), rows.end(), has_value)) {
+      g << "set label 1 '" << figures[i].when_empty << "' at graph 0.5, 0.5 center\n"
+        << "set xrange [0:1]\nset yrange [0:1]\nplot NaN notitle\nunset label 1\nset autoscale\n";
+      continue;
+    }
+    g << "plot ";
     // Block n of the data file is node n; column 1 is the time, column 2 + i this figure's value.
     for (std::size_t n = 0; n < nodes.size(); ++n)
       g << (n ? ", " : "") << "'" << data_file << "' index " << n << " using 1:" << (2 + i)

@@ -35,6 +35,10 @@ struct MetricsFigure {
   std::string file;   // "accuracy.png"
   std::string label;  // "test accuracy"
   double MetricsRow::*value;
+  // Written across the figure's empty chart when no row has a value for it (only τ can be empty: a single node,
+  // or nodes that never averaged): gnuplot refuses to plot a curve with no point, and a missing PNG would hide the
+  // other three.
+  std::string when_empty;
 };
 
 // accuracy.png, loss.png, samples_per_s.png, tau.png.
@@ -45,8 +49,9 @@ const std::vector<MetricsFigure>& metrics_figures();
 std::string plot_data(const std::vector<MetricsRow>& rows, std::vector<std::string>& nodes);
 
 // A gnuplot script that draws every figure of metrics_figures() into `out_dir` from `data_file` (plot_data's),
-// one curve per node, titles starting with `title`. REQUIRES: out_dir and data_file hold no ' or newline.
-std::string plot_script(const std::string& data_file, const std::vector<std::string>& nodes,
-                        const std::string& out_dir, const std::string& title);
+// one curve per node, titles starting with `title`; a figure no row of `rows` has a value for is an empty chart
+// with its when_empty note. REQUIRES: out_dir and data_file hold no ' or newline; nodes is plot_data(rows)'s.
+std::string plot_script(const std::string& data_file, const std::vector<MetricsRow>& rows,
+                        const std::vector<std::string>& nodes, const std::string& out_dir, const std::string& title);
 
 }  // namespace gridtrain::telemetry

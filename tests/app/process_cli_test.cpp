@@ -198,6 +198,18 @@ TEST_CASE("plot draws four PNGs from a metrics CSV of several nodes; a bad row i
   }
   std::filesystem::remove_all(out);
 
+  // One node alone never averages, so every row's tau is empty: the four plots are still drawn (gnuplot refused
+  // the whole script, and `plot` exited 1, before tau's chart said so instead).
+  TempFile alone("time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds\n"
+                 "1.5,0,1,60000,39634.5,0.46,0.86,,0\n"
+                 "3.4,0,2,120000,34140.7,0.31,0.87,,0\n");
+  auto single = run_command(gridnode, {"plot", alone.path.string(), "--out", out.string()}, 60s);
+  INFO(single.output);
+  CHECK(single.exit_code == 0);
+  for (const char* plot : {"accuracy.png", "loss.png", "samples_per_s.png", "tau.png"})
+    CHECK_MESSAGE(std::filesystem::file_size(out / plot) > 0, plot);
+  std::filesystem::remove_all(out);
+
   TempFile bad("time_s,node,epoch,samples,samples_per_s,loss,test_accuracy,tau,rounds\n"
                "1.5,0,1,15000,fast,0.61,0.80,3.10,120\n");
   auto refused = run_command(gridnode, {"plot", bad.path.string(), "--out", out.string()}, 60s);

@@ -40,9 +40,20 @@ TEST_CASE("a metrics CSV of several nodes is read row by row, headers skipped, a
   CHECK(nodes == std::vector<std::string>{"a", "b"});
   // Block 0 (node a) holds its two rows, block 1 (node b) its one, whose tau is NaN.
   CHECK(data.find("# node a\n1.5 0.5 0.9 50.5 2.5\n3 0.6 0.7 51 2.4\n\n\n# node b\n1.7 0.45 0.95 48 NaN\n") == 0);
-  const std::string script = plot_script("/tmp/d.txt", nodes, "/tmp/out", "gridtrain");
+  const std::string script = plot_script("/tmp/d.txt", rows.value(), nodes, "/tmp/out", "gridtrain");
   for (const auto& figure : metrics_figures()) CHECK(script.find("/tmp/out/" + figure.file) != std::string::npos);
   CHECK(script.find("index 1 using 1:5") != std::string::npos);  // node b's tau
+  CHECK(script.find("no elastic update") == std::string::npos);
+
+  // Nobody averaged (one node alone): tau has no point, which gnuplot refuses to plot; its chart says why instead,
+  // and the other three are drawn as ever.
+  std::vector<MetricsRow> alone = rows.value();
+  for (MetricsRow& r : alone) r.tau = std::nan("");
+  const std::string single = plot_script("/tmp/d.txt", alone, nodes, "/tmp/out", "gridtrain");
+  CHECK(single.find("using 1:5") == std::string::npos);
+  CHECK(single.find("plot NaN notitle") != std::string::npos);
+  CHECK(single.find("no elastic update in any epoch") != std::string::npos);
+  CHECK(single.find("index 1 using 1:4") != std::string::npos);  // samples/s: still every node's curve
   std::remove(path.c_str());
 }
 
