@@ -9,6 +9,7 @@
 //   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
 
 #include <malloc.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -106,9 +107,18 @@ Result<RunPlan> configure(const RunArgs& args) {
   if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
     return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
   // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen
-  // port, which a restart reuses (with port 0 the name changes; give --name then).
-  if (plan.name.empty())
-    plan.name = plan.config.cluster.listen.port ? std::to_string(plan.config.cluster.listen.port) : "0";
+  // port, which a restart reuses. A node on port 0 (any free port) has no such name, and the nodes of a machine
+  // that share one config all listen on port 0: each is named by its process id instead, so that their
+  // checkpoints and their rows of a shared metrics CSV stay apart (all were "0": they overwrote each other's
+  // checkpoints and their rows could not be told apart). To resume, such a node needs --name.
+  if (plan.name.empty()) {
+    if (plan.config.cluster.listen.port == 0 && args.resume)
+      return Error{.source = "--resume",
+                   .message = "needs --name when the listen port is 0: the default name, the process id, changes "
+                              "at every start, so no checkpoint would be found"};
+    plan.name = plan.config.cluster.listen.port ? std::to_string(plan.config.cluster.listen.port)
+                                                : "pid-" + std::to_string(::getpid());
+  }
   return plan;
 }
 
@@ -117,6 +127,7 @@ struct Training {
   std::shared_ptr<learner::Learner> learner;
   learner::Dataset test;
   std::string checkpoint_path;  // "" = no checkpoints
+  std::optional<learner::CheckpointClaim> claim;  // held while the node runs: no other node writes checkpoint_path
   std::optional<telemetry::MetricsCsv> csv;
   std::shared_ptr<learner::TrainingProgress> progress = std::make_shared<learner::TrainingProgress>();
 };
@@ -139,7 +150,12 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   t.learner = std::move(created).value();
   t.test = std::move(test).value();
   if (Status fits = t.learner->check(t.test); !fits.ok()) return fits.error();
-  if (!cfg.checkpoint.dir.empty()) t.checkpoint_path = cfg.checkpoint.dir + "/node-" + plan.name + ".ckpt";
+  if (!cfg.checkpoint.dir.empty()) {
+    t.checkpoint_path = cfg.checkpoint.dir + "/node-" + plan.name + ".ckpt";
+    auto claimed = learner::CheckpointClaim::claim(t.checkpoint_path);
+    if (!claimed) return claimed.error();
+    t.claim.emplace(std::move(claimed).value());
+  }
   if (args.resume) {
     if (t.checkpoint_path.empty()) return Error{.source = "--resume", .message = "needs checkpoint.dir"};
     auto data = learner::read_checkpoint(t.checkpoint_path, t.learner->params().signature());

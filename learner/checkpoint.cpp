@@ -1,6 +1,7 @@
 #include "learner/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -236,6 +237,43 @@ Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t ex
     return error("model signature " + hex(out.signature, 16) + " does not match this model's " +
                  hex(expected_signature, 16) + ": the checkpoint is of another model");
   return out;
+}
+
+Result<CheckpointClaim> CheckpointClaim::claim(const std::string& checkpoint_path) {
+  const std::string lock_path = checkpoint_path + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return Error{.source = checkpoint_path, .message = "cannot create its lock file " + lock_path + ": " +
+                                                       errno_text(errno)};
+  CheckpointClaim claim(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int saved = errno;
+    if (saved != EWOULDBLOCK)
+      return Error{.source = checkpoint_path, .message = "cannot lock " + lock_path + ": " + errno_text(saved)};
+    char text[32] = {};
+    const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+    const std::string holder = n > 0 ? "process " + std::string(text, static_cast<std::size_t>(n)) : "another process";
+    return Error{.source = checkpoint_path,
+                 .message = "in use by another node (" + holder +
+                            "): give each node that shares checkpoint.dir its own --name (the default is the listen "
+                            "port)"};
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    return Error{.source = checkpoint_path, .message = "cannot write " + lock_path + ": " + errno_text(errno)};
+  return claim;
+}
+
+CheckpointClaim& CheckpointClaim::operator=(CheckpointClaim&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+CheckpointClaim::~CheckpointClaim() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace gridtrain::learner

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/result.hpp"
@@ -48,5 +49,24 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data);
 // Reads a checkpoint, verifying its magic, version, sizes, checksum and, last, that its signature is
 // `expected_signature`. A corrupt, truncated, foreign or mismatched file is refused with an Error that says why.
 Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t expected_signature);
+
+// One process's claim on a checkpoint path, for as long as it lives: an exclusive lock on "<path>.lock", which
+// holds the claimant's process id. Two nodes with the same name and checkpoint.dir (a copied command line, the
+// same --name twice) would overwrite each other's checkpoints, and --resume would give both the same one; the
+// second is refused instead, naming the first. The lock file stays when the process ends (it holds no state; the
+// lock goes with the process, however it ends), so that no claimant ever removes a file another one has locked.
+class CheckpointClaim {
+ public:
+  // The claim, or why there is none: another process holds it (its pid in the error), or the lock file cannot be
+  // created (no such directory, permission). Errors have `checkpoint_path` as their source.
+  static Result<CheckpointClaim> claim(const std::string& checkpoint_path);
+  CheckpointClaim(CheckpointClaim&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  CheckpointClaim& operator=(CheckpointClaim&& other) noexcept;
+  ~CheckpointClaim();
+
+ private:
+  explicit CheckpointClaim(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
 
 }  // namespace gridtrain::learner

@@ -4,6 +4,11 @@
 #include <cmath>
 #include <cstring>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace gridtrain::telemetry {
 
 std::string progress_line(const learner::EpochReport& r) {
@@ -34,14 +39,33 @@ std::string csv_row(const std::string& node, const learner::EpochReport& r) {
 }
 
 Result<MetricsCsv> MetricsCsv::open(const std::string& path, bool append) {
+  const auto failed = [&](const char* what) {
+    return Error{.source = path, .key = "metrics.csv", .message = std::string(what) + ": " + std::strerror(errno)};
+  };
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return failed("cannot write");
   MetricsCsv csv;
-  csv.file_.reset(std::fopen(path.c_str(), append ? "a" : "w"));
-  if (!csv.file_)
-    return Error{.source = path, .key = "metrics.csv", .message = std::string("cannot write: ") + std::strerror(errno)};
-  if (std::ftell(csv.file_.get()) == 0) {
-    std::fprintf(csv.file_.get(), "%s\n", metrics_csv_header);
-    std::fflush(csv.file_.get());
+  csv.file_.reset(::fdopen(fd, "a"));
+  if (!csv.file_) {
+    const Error e = failed("cannot write");
+    ::close(fd);
+    return e;
   }
+  // Alone (an exclusive lock is free): start the file. Then, like every other writer, keep a shared lock, which
+  // tells a writer that opens it later that this one is still writing.
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (!append && ::ftruncate(fd, 0) != 0) return failed("cannot truncate");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return failed("cannot read its size");
+    if (st.st_size == 0) {
+      std::fprintf(csv.file_.get(), "%s\n", metrics_csv_header);
+      if (std::fflush(csv.file_.get()) != 0) return failed("cannot write");
+    }
+  } else if (errno != EWOULDBLOCK) {
+    return failed("cannot lock");
+  }
+  // Blocks only while a writer that was alone holds the exclusive lock, to write the header.
+  if (::flock(fd, LOCK_SH) != 0) return failed("cannot lock");
   return csv;
 }
 

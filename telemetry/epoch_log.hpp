@@ -29,9 +29,14 @@ inline constexpr const char* metrics_csv_header =
 // One CSV row; tau is an empty field when no round completed (plotting tools read it as missing).
 std::string csv_row(const std::string& node, const learner::EpochReport& report);
 
+// The metrics CSV of one node, or of several: the nodes of a machine that share one config write their rows into
+// one file, each row naming its node (what `gridnode plot` and the demo's merged CSV expect). Each writer holds a
+// shared lock on the file for as long as it is open, and a row is one append (O_APPEND, one write), so rows never
+// tear or overwrite each other. The writer that finds no other truncates the file (unless `append`: --resume keeps
+// the earlier run's rows) and writes the header; the others append to what it started.
 class MetricsCsv {
  public:
-  // Creates (or, with `append`, extends) the file; a new or empty file gets the header.
+  // Opens the file for this node's rows as above; a new or empty file gets the header.
   static Result<MetricsCsv> open(const std::string& path, bool append);
 
   // One row, flushed at once so that a reader (the demo) sees it while the node runs.

@@ -317,3 +317,65 @@ TEST_CASE("--wait-members is a start line: a node joining a cluster that already
   CHECK(c->output().find("final test_accuracy ") != std::string::npos);
   for (ChildProcess* node : {a.get(), b.get()}) CHECK(node->wait_exit(kGenerous) == std::optional<int>(0));
 }
+
+TEST_CASE("nodes that share one config on one machine keep their own checkpoints and share one metrics CSV") {
+  // The natural local cluster: one config, every node on port 0. All were named "0", so each overwrote the
+  // others' checkpoint, and the second node's CSV truncated the first's and wrote over its rows.
+  TempDir dir;
+  auto config = training_config(dir.path, 3);
+  std::ofstream(config, std::ios::app) << "metrics:\n  csv: " << (dir.path / "m.csv").string() << "\n";
+  auto first = ChildProcess::start(gridnode, {"run", "--config", config.string(), "--wait-members", "2"});
+  REQUIRE(first.ok());
+  const auto listening = first.value()->wait_for_line("listening on ", kGenerous);
+  REQUIRE(listening);
+  const std::string seed = listening->substr(listening->find("listening on ") + 13);
+  auto second = run_command(gridnode, {"run", "--config", config.string(), "--seed", seed}, kGenerous);
+  INFO(second.output);
+  CHECK(second.exit_code == 0);
+  REQUIRE(first.value()->wait_exit(kGenerous) == 0);
+  INFO(first.value()->output());
+
+  const std::string a = "pid-" + std::to_string(first.value()->pid());
+  CHECK(fs::exists(dir.path / "ckpt" / ("node-" + a + ".ckpt")));
+  std::size_t checkpoints = 0;
+  for (const auto& e : fs::directory_iterator(dir.path / "ckpt")) checkpoints += e.path().extension() == ".ckpt";
+  CHECK(checkpoints == 2);
+  std::ifstream csv(dir.path / "m.csv");
+  std::size_t headers = 0, rows_a = 0, rows_other = 0;
+  for (std::string line; std::getline(csv, line);) {
+    if (line.starts_with("time_s,")) {
+      ++headers;
+      continue;
+    }
+    const auto node = line.substr(line.find(',') + 1, line.find(',', line.find(',') + 1) - line.find(',') - 1);
+    (node == a ? rows_a : rows_other) += node.starts_with("pid-") ? 1 : 0;
+  }
+  CHECK(headers == 1);
+  CHECK(rows_a == 3);      // an epoch each
+  CHECK(rows_other == 3);  // the second node's, under its own name
+  auto plotted = run_command(gridnode, {"plot", (dir.path / "m.csv").string(), "--out", (dir.path / "plots").string()},
+                             kGenerous);
+  CHECK(plotted.exit_code == 0);
+}
+
+TEST_CASE("two nodes given the same name and checkpoint directory: the second is refused, naming the first") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  auto first = ChildProcess::start(gridnode, {"run", "--config", config.string(), "--name", "a", "--wait-members",
+                                              "2"});
+  REQUIRE(first.ok());
+  REQUIRE(first.value()->wait_for_line("listening on ", kGenerous));
+  auto twin = run_command(gridnode, {"run", "--config", config.string(), "--name", "a"}, kGenerous);
+  INFO(twin.output);
+  CHECK(twin.exit_code == 2);
+  const std::string checkpoint = (dir.path / "ckpt" / "node-a.ckpt").string();
+  const std::string pid = std::to_string(first.value()->pid());
+  CHECK(twin.output.rfind("error: " + checkpoint + ": in use by another node (process " + pid + ")", 0) == 0);
+  first.value()->signal(SIGTERM);
+  CHECK(first.value()->wait_exit(kGenerous) == 0);
+
+  // Port 0 and no --name: the name is the process id, which the next start does not have.
+  auto resumed = run_command(gridnode, {"run", "--config", config.string(), "--resume"}, kGenerous);
+  CHECK(resumed.exit_code == 2);
+  CHECK(resumed.output.rfind("error: --resume: needs --name when the listen port is 0", 0) == 0);
+}

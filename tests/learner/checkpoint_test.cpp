@@ -19,6 +19,7 @@
 
 using gridtrain::config::testing::TempDir;
 using gridtrain::learner::checkpoint_version;
+using gridtrain::learner::CheckpointClaim;
 using gridtrain::learner::CheckpointData;
 using gridtrain::learner::read_checkpoint;
 using gridtrain::learner::write_checkpoint;
@@ -266,4 +267,25 @@ TEST_CASE("a flipped parameter byte is refused when the RNG and optimizer states
   auto read = read_checkpoint(path, signature);
   REQUIRE_FALSE(read.ok());
   CHECK(read.error().message.find("checksum") != std::string::npos);
+}
+
+TEST_CASE("one checkpoint path has one claimant at a time; the second is told whose it is") {
+  // A claim is an open file with its lock, as another process's would be.
+  TempDir dir;
+  const std::string path = (dir.path() / "node-a.ckpt").string();
+  {
+    auto first = CheckpointClaim::claim(path);
+    REQUIRE(first.ok());
+    auto second = CheckpointClaim::claim(path);
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.error().source == path);
+    CHECK(second.error().message ==
+          "in use by another node (process " + std::to_string(::getpid()) +
+              "): give each node that shares checkpoint.dir its own --name (the default is the listen port)");
+    CHECK(CheckpointClaim::claim((dir.path() / "node-b.ckpt").string()).ok());  // another name: no conflict
+  }
+  CHECK(CheckpointClaim::claim(path).ok());  // the first ended: the path is free again
+  auto nowhere = CheckpointClaim::claim((dir.path() / "missing" / "node-a.ckpt").string());
+  REQUIRE_FALSE(nowhere.ok());
+  CHECK(nowhere.error().message.find("cannot create its lock file") == 0);
 }

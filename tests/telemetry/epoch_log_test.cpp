@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -49,6 +51,39 @@ TEST_CASE("a metrics CSV gets its header once, and a row per epoch, readable whi
   const auto unwritable = MetricsCsv::open("/nonexistent-dir/m.csv", false);
   REQUIRE_FALSE(unwritable.ok());
   CHECK(unwritable.error().key == "metrics.csv");
+}
+
+TEST_CASE("nodes that share a metrics CSV each add their rows to it; the first alone starts the file afresh") {
+  // Each MetricsCsv is its own open file with its own lock, as two processes' are. Before, the second node's open
+  // truncated the first's rows, and both wrote at their own offsets over each other's.
+  const auto path =
+      std::filesystem::temp_directory_path() / ("gridtrain-shared-csv-" + std::to_string(::getpid()) + ".csv");
+  std::ofstream(path) << "left over from an earlier run\n";
+  const auto rows_of = [&] {
+    std::ifstream in(path);
+    std::vector<std::string> rows;
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+    return rows;
+  };
+  const learner::EpochReport r{.epoch = 1, .samples = 10, .time_s = 1, .test_accuracy = 0.5, .tau = 1, .rounds = 2};
+  {
+    auto first = MetricsCsv::open(path.string(), false);
+    REQUIRE(first.ok());
+    first.value().write("a", r);
+    auto second = MetricsCsv::open(path.string(), false);  // a second node, started while the first writes
+    REQUIRE(second.ok());
+    second.value().write("b", r);
+    first.value().write("a", r);
+    CHECK(rows_of() == std::vector<std::string>{metrics_csv_header, csv_row("a", r), csv_row("b", r), csv_row("a", r)});
+  }
+  // Both closed: the next run's first node is alone again, and starts the file.
+  {
+    auto next = MetricsCsv::open(path.string(), false);
+    REQUIRE(next.ok());
+    next.value().write("c", r);
+  }
+  CHECK(rows_of() == std::vector<std::string>{metrics_csv_header, csv_row("c", r)});
+  std::filesystem::remove(path);
 }
 
 }  // namespace gridtrain::telemetry
