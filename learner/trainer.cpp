@@ -55,10 +55,24 @@ Status Trainer::write_checkpoint() {
   auto data = checkpoint_data(*setup_.learner);
   if (!data) return data.error();
   auto status = learner::write_checkpoint(setup_.checkpoint_path, data.value());
-  // A failed write leaves the previous checkpoint intact; training goes on and the next one may succeed.
+  // A failed write leaves the previous checkpoint intact; training goes on and the next one may succeed. A full
+  // disk fails every write: said when it starts, once a minute while it lasts, and when a write succeeds again.
   if (!status) {
     checkpoint_failures_.fetch_add(1);
-    spdlog::error("checkpoint not written: {}", status.error().to_string());
+    switch (checkpoint_streak_.failed(FailureStreak::Clock::now())) {
+      case FailureStreak::Say::first:
+        spdlog::error("checkpoint not written: {} (training goes on; said again once a minute while writes fail)",
+                      status.error().to_string());
+        break;
+      case FailureStreak::Say::again:
+        spdlog::error("checkpoint still not written, {} failures in a row: {}", checkpoint_streak_.failures(),
+                      status.error().to_string());
+        break;
+      default: break;
+    }
+  } else if (checkpoint_streak_.succeeded() == FailureStreak::Say::recovered) {
+    spdlog::info("checkpoint written again, after {} failed writes: {}", checkpoint_streak_.failures(),
+                 setup_.checkpoint_path);
   }
   return {};
 }

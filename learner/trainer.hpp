@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "base/failure_streak.hpp"
 #include "base/result.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/dataset.hpp"
@@ -102,6 +103,7 @@ class Trainer {
   std::atomic<bool> done_{false};
   std::atomic<double> final_accuracy_{0};
   std::atomic<std::uint64_t> checkpoint_failures_{0};
+  FailureStreak checkpoint_streak_{std::chrono::minutes(1)};  // the training thread's: what to log of the failures
   Status status_;  // written by the thread before done_; read after it
 };
 
