@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                       "HOST:PORT of any node of the cluster to join, or a list a:1,b:2,... tried in order");
   run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
   run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
-  run_cmd->add_option("--name", run_args.name, "This node's name, stable across restarts (default: the listen port; with port 0, pid-PID)");
+  run_cmd->add_option("--name", run_args.name,
+                      "This node's name, stable across restarts (default: the listen port; with port 0, pid-PID)");
   run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
   run_cmd->add_option("--shard-count", run_args.shard_count,
                       "How many shards the training set is cut into (default 1)");

@@ -488,7 +488,8 @@ Schema::Schema() {
   add(key(FIELD(data, normalize), BoolCodec{}, true,
           "true: standardise pixel/255 with Fashion-MNIST's mean and std; false: pixel/255"));
 
-  add(key(FIELD(checkpoint, dir), PathCodec{FileRule::none}, "", "directory for checkpoints (node-NAME.ckpt, see --name); \"\" = off"));
+  add(key(FIELD(checkpoint, dir), PathCodec{FileRule::none}, "",
+          "directory for checkpoints (node-NAME.ckpt, see --name); \"\" = off"));
   add(key(FIELD(checkpoint, every), IntCodec{at_least(0)}, 0,
           "learner steps between checkpoints; 0 = off; > 0 needs dir"));
 
@@ -496,7 +497,8 @@ Schema::Schema() {
           "host:port of the Prometheus /metrics endpoint; \"\" = off"));
   add(key(FIELD(metrics, log_format), EnumCodec<LogFormat>{}, LogFormat::text, "log line format"));
   add(key(FIELD(metrics, log_level), EnumCodec<LogLevel>{}, LogLevel::info, "the least severe level logged"));
-  add(key(FIELD(metrics, csv), PathCodec{FileRule::none}, "", "metrics CSV file, a row per epoch; the nodes of a machine may share one; \"\" = off"));
+  add(key(FIELD(metrics, csv), PathCodec{FileRule::none}, "",
+          "metrics CSV file, a row per epoch; the nodes of a machine may share one; \"\" = off"));
   // clang-format on
 }
 
