@@ -249,13 +249,20 @@ bool members_reached(const actors::NodeHandle& node, int members) {
   return members <= 0 || has_members(node.grid_view(), members);
 }
 
-// False if the node ended meanwhile.
+// False if the node ended meanwhile. Says how many it has at once and every 10 s, so that a node waiting for more
+// members than will come (a typo in N) does not look hung.
 bool wait_for_members(const actors::NodeHandle& node, int members, bool reached) {
+  constexpr auto kSayEvery = std::chrono::seconds(10);
+  auto said = std::chrono::steady_clock::now() - kSayEvery;
   while (!reached && !stop_signal.load()) {
     const auto view = node.grid_view();
     if (has_members(view, members)) return true;
     if (view) {
       const auto& nodes = view.value().nodes;
+      if (const auto now = std::chrono::steady_clock::now(); now - said >= kSayEvery) {
+        spdlog::info("waiting for {} members before training (--wait-members): {} so far", members, nodes.size());
+        said = now;
+      }
       if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.figures.samples > 0; })) {
         spdlog::info("{} of the {} members to wait for, but the others already train: training now",
                      nodes.size(), members);

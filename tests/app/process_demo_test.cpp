@@ -365,6 +365,8 @@ TEST_CASE("two nodes given the same name and checkpoint directory: the second is
                                               "2"});
   REQUIRE(first.ok());
   REQUIRE(first.value()->wait_for_line("listening on ", kGenerous));
+  // Waiting for a member that has not come: it says so, rather than look hung.
+  CHECK(first.value()->wait_for_line("waiting for 2 members before training (--wait-members): 1 so far", kGenerous));
   auto twin = run_command(gridnode, {"run", "--config", config.string(), "--name", "a"}, kGenerous);
   INFO(twin.output);
   CHECK(twin.exit_code == 2);
