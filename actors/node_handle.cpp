@@ -179,7 +179,13 @@ Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoi
   caf::scoped_actor self{system};
   caf::actor node;
   std::string failure = "no answer";
-  self->request(gate_middleman(system, credentials), timeout, caf::connect_atom::value, endpoint.host, endpoint.port)
+  // The dial waits past the gate's own handshake limit, so that a port that accepts and never answers (another
+  // service: the metrics port, a web server) gets the gate's reason ("did not answer the gate handshake"), not a
+  // bare request_timeout of the same 5 s.
+  const auto dial_timeout =
+      std::max<std::chrono::milliseconds>(timeout, kGateHandshakeTimeout + std::chrono::seconds(1));
+  self->request(gate_middleman(system, credentials), dial_timeout, caf::connect_atom::value, endpoint.host,
+                endpoint.port)
       .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                    std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
                [&](caf::error& e) { failure = system.render(e); });

@@ -4,7 +4,11 @@
 
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -190,6 +194,24 @@ TEST_CASE("--seed takes a list tried in order, for run and for status; any membe
   CHECK(none.output.find("127.0.0.1:1") != std::string::npos);
   CHECK(none.output.find("127.0.0.1:2") != std::string::npos);
   CHECK(none.output.find("127.0.0.1:1: 127.0.0.1:1") == std::string::npos);  // each seed named once in front
+  // A port that accepts and never speaks (another service: the metrics port, a web server) is named for what it is
+  // (it was a bare request_timeout: the request gave up as the gate's handshake did).
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(silent >= 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t at_size = sizeof at;
+  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  REQUIRE(::listen(silent, 4) == 0);
+  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &at_size) == 0);
+  const std::string silent_seed = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
+  auto other = run_command(gridnode, {"status", "--seed", silent_seed}, 30s);
+  ::close(silent);
+  INFO(other.output);
+  CHECK(other.exit_code == 1);
+  CHECK(other.output.find(silent_seed + " did not answer the gate handshake (not a gridtrain node") !=
+        std::string::npos);
   auto bad = run_command(gridnode, {"status", "--seed", "127.0.0.1:1,,x"}, 20s);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("--seed") != std::string::npos);
