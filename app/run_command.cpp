@@ -1,11 +1,12 @@
 // gridnode run, as named steps:
 //   1. configure         the config file, --listen, --seed, --set, the node's name
 //   2. prepare_training  learner.kind model: the learner on this node's shard, the test set, --resume, the CSV
-//   3. start_node        listen, then join through the seed or bootstrap a cluster
-//   4. wait_for_join     welcomed, or exit 3 (rejected) / 1 (unreachable)
-//   5. warm_start        joining a running cluster: copy a member's model before training
-//   6. wait_for_members  --wait-members: the demo's nodes start training together
-//   7. start_metrics     metrics.listen: the Prometheus endpoint
+//   3. start_metrics     metrics.listen: the Prometheus endpoint (before the join: a port in use is bad input,
+//                        said before the cluster has seen the node)
+//   4. start_node        listen, then join through the seed or bootstrap a cluster
+//   5. wait_for_join     welcomed, or exit 3 (rejected) / 1 (unreachable)
+//   6. warm_start        joining a running cluster: copy a member's model before training
+//   7. wait_for_members  --wait-members: the demo's nodes start training together
 //   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
 
 #include <malloc.h>
@@ -172,7 +173,18 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   return t;
 }
 
-// 3. The node, listening and joining (asynchronously).
+// 3. The Prometheus endpoint, when metrics.listen asks for one.
+Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPlan& plan) {
+  if (!plan.config.metrics.listen) return std::unique_ptr<telemetry::PrometheusMetrics>();
+  auto metrics = telemetry::PrometheusMetrics::start(*plan.config.metrics.listen, plan.name);
+  if (metrics)
+    telemetry::tell("metrics",
+                    fmt::format("metrics on {}:{}/metrics", plan.config.metrics.listen->host, metrics.value()->port()),
+                    {{"port", metrics.value()->port()}});
+  return metrics;
+}
+
+// 4. The node, listening and joining (asynchronously).
 Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& plan, Training* training) {
   actors::NodeOptions options;
   options.config = plan.config;
@@ -199,7 +211,7 @@ std::string cluster_name(const RunPlan& plan, const actors::NodeHandle& node) {
   return names;
 }
 
-// 4. Blocks until the cluster decides; the exit code when the run ends here, nullopt once welcomed.
+// 5. Blocks until the cluster decides; the exit code when the run ends here, nullopt once welcomed.
 std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& node) {
   const auto joined = node.wait_joined();
   switch (joined.result) {
@@ -221,7 +233,7 @@ std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& 
                              ": " + joined.reason);
 }
 
-// 5. Joining a cluster that already had members, copy the model of one of them (a line peer if there is one)
+// 6. Joining a cluster that already had members, copy the model of one of them (a line peer if there is one)
 // rather than average a fresh initialisation into theirs. Decided at the join, before --wait-members, so that
 // the bootstrapping node copies nobody. A resumed node copies one too: its checkpoint gives back its progress
 // (step, epoch, optimizer state), but the cluster's model moved on while it was down; alone (it bootstraps),
@@ -235,7 +247,7 @@ void warm_start(const actors::NodeHandle& node) {
                     {{"from", fmt::format("{:016x}", *copied.value())}});
 }
 
-// 6. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
+// 7. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
 // before the last has joined. The wait is a start line, not a quorum: it ends once the cluster has N members, or
 // once a member already trains. Those saw N members before this node looked; if one of them has died since,
 // waiting for N again would wait for ever while the others finish without this node.
@@ -272,17 +284,6 @@ bool wait_for_members(const actors::NodeHandle& node, int members, bool reached)
     if (node.wait_for(std::chrono::milliseconds(100))) return false;
   }
   return true;
-}
-
-// 7. The Prometheus endpoint, when metrics.listen asks for one.
-Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPlan& plan) {
-  if (!plan.config.metrics.listen) return std::unique_ptr<telemetry::PrometheusMetrics>();
-  auto metrics = telemetry::PrometheusMetrics::start(*plan.config.metrics.listen, plan.name);
-  if (metrics)
-    telemetry::tell("metrics",
-                    fmt::format("metrics on {}:{}/metrics", plan.config.metrics.listen->host, metrics.value()->port()),
-                    {{"port", metrics.value()->port()}});
-  return metrics;
 }
 
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
@@ -438,6 +439,9 @@ int run(const RunArgs& args) {
     training.emplace(std::move(prepared).value());
   }
 
+  auto prometheus = start_metrics(plan.value());
+  if (!prometheus) return fail(prometheus.error());
+
   actors::Runtime runtime{plan.value().config};
   ShutdownLimit shutdown_limit{runtime.system()};
   auto started = start_node(runtime, plan.value(), training ? &*training : nullptr);
@@ -449,11 +453,6 @@ int run(const RunArgs& args) {
   if (!wait_for_members(node, args.wait_members, members_at_join))
     return fail(kInternal, "the node ended unexpectedly");
 
-  auto prometheus = start_metrics(plan.value());
-  if (!prometheus) {
-    leave(node);
-    return fail(prometheus.error());
-  }
   std::unique_ptr<learner::Trainer> trainer;
   if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
   const int code = serve(node, trainer.get(), prometheus.value().get(),

@@ -1,6 +1,12 @@
 #include "telemetry/prometheus_metrics.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <exception>
 
 namespace gridtrain::telemetry {
@@ -23,6 +29,30 @@ void advance(prometheus::Counter* c, std::uint64_t now, std::uint64_t& seen) {
   seen = now;
 }
 
+// Why `listen` cannot be bound, as the system says it ("Address already in use"), or "" if it can: CivetWeb's
+// exception says only "null context when constructing CivetServer. Possible problem binding to port."
+std::string bind_failure(const config::Endpoint& listen) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(listen.port);
+  if (const int e = ::getaddrinfo(listen.host.c_str(), port.c_str(), &hints, &found); e != 0)
+    return listen.host + ": " + ::gai_strerror(e);
+  std::string why;
+  const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  const int on = 1;
+  if (fd < 0) {
+    why = std::strerror(errno);
+  } else if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) != 0 ||
+             ::bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+    why = std::strerror(errno);
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return why;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::start(const config::Endpoint& listen,
@@ -31,8 +61,9 @@ Result<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::start(const config
   try {
     exposer = std::make_unique<prometheus::Exposer>(listen.host + ":" + std::to_string(listen.port));
   } catch (const std::exception& e) {
+    const std::string why = bind_failure(listen);
     return Error{.source = listen.to_string(), .key = "metrics.listen",
-                         .message = std::string("cannot listen: ") + e.what()};
+                 .message = "cannot listen: " + (why.empty() ? std::string(e.what()) : why)};
   }
   return std::unique_ptr<PrometheusMetrics>(new PrometheusMetrics(std::move(exposer), node));
 }

@@ -247,6 +247,17 @@ TEST_CASE("a node's /metrics answers over HTTP while it runs (metrics.listen)") 
                page.find("gridtrain_rounds_total{dim=\"0\"") != std::string::npos;
       },
       20s));
+  // A second node given the same metrics port: bad input, said with the system's reason before the node joins
+  // (it was CivetWeb's "null context when constructing CivetServer", after the node had joined and had to leave).
+  auto taken = run_command(gridnode, {"run", "--config", file.path.string(), "--set",
+                                      "metrics.listen=127.0.0.1:" + std::to_string(port)},
+                           30s);
+  INFO(taken.output);
+  CHECK(taken.exit_code == 2);
+  CHECK(taken.output.rfind("error: 127.0.0.1:" + std::to_string(port) +
+                               ": metrics.listen: cannot listen: Address already in use",
+                           0) == 0);
+  CHECK(taken.output.find("listening on") == std::string::npos);
   node->signal(SIGTERM);
   CHECK(node->wait_exit(30s) == 0);
 }
