@@ -105,6 +105,17 @@ Result<RunPlan> configure(const RunArgs& args) {
   }
   if (Status reachable = check_listen_address(plan.config.cluster.listen, listen_source, plan.seeds); !reachable)
     return reachable.error();
+  // This node's own address among the seeds: it is no member to join through (the same list on every machine, as
+  // the boot scripts pass it, names each machine too). Left out; a list of nothing else is bad input, as joining
+  // through ourselves only ever timed out ("the seed is not a member of a cluster", after 10 s).
+  const config::Endpoint& self = plan.config.cluster.listen;
+  if (self.port != 0 && !plan.seeds.empty()) {
+    std::erase(plan.seeds, self);
+    if (plan.seeds.empty())
+      return Error{.source = "--seed", .message = self.to_string() + " is this node's own listen address: name a "
+                                                                      "member to join, or leave --seed out to "
+                                                                      "bootstrap a new cluster"};
+  }
   if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
     return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
   // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen

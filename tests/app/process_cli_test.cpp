@@ -1,8 +1,12 @@
 // The gridnode command line as a contract (README.md, "The command line"): exit codes and one-line errors,
 // checked on the real binary.
 
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
+#include <netinet/in.h>
 #include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <sstream>
@@ -40,6 +44,20 @@ int count_lines(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
   return n;
+}
+
+// A loopback port nothing listens on now: the system's pick for a socket bound to port 0, then closed.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof at;
+  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &size) == 0;
+  if (fd >= 0) ::close(fd);
+  REQUIRE(bound);
+  return ntohs(at.sin_port);
 }
 
 }  // namespace
@@ -124,6 +142,20 @@ TEST_CASE("a listen address the other nodes cannot dial is bad input: any-addres
       gridnode, {"run", "--config", file.path.string(), "--listen", "127.0.0.1:0", "--seed", "127.0.0.1:1"}, 60s);
   CHECK_MESSAGE(local.exit_code == 1, local.output);
   CHECK(local.output.find("cannot reach seed 127.0.0.1:1") != std::string::npos);
+
+  // Its own address as the only seed: bad input at once (joining through itself timed out after 10 s). In a list,
+  // its own address is left out and the others are tried.
+  auto itself = run_command(
+      gridnode, {"run", "--config", file.path.string(), "--listen", "127.0.0.1:1", "--seed", "127.0.0.1:1"}, 30s);
+  CHECK(itself.exit_code == 2);
+  CHECK_MESSAGE(itself.output.rfind("error: --seed: 127.0.0.1:1 is this node's own listen address", 0) == 0,
+                itself.output);
+  const std::string own = "127.0.0.1:" + std::to_string(free_port());
+  auto listed = run_command(
+      gridnode, {"run", "--config", file.path.string(), "--listen", own, "--seed", own + ",127.0.0.1:1"}, 60s);
+  CHECK_MESSAGE(listed.exit_code == 1, listed.output);
+  CHECK(listed.output.find("cannot reach seed 127.0.0.1:1") != std::string::npos);
+  CHECK(listed.output.find("seed " + own) == std::string::npos);
 }
 
 TEST_CASE("an unknown subcommand or option is bad input, --help is not") {
