@@ -1,8 +1,6 @@
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -102,20 +100,6 @@ std::string token_in(const std::string& path) {
   auto token = actors::read_token(path);
   REQUIRE(token.ok());
   return std::move(token).value();
-}
-
-LoopbackSocket bind_loopback() {
-  LoopbackSocket out;
-  out.fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(out.fd >= 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(out.fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-  socklen_t length = sizeof at;
-  REQUIRE(::getsockname(out.fd, reinterpret_cast<sockaddr*>(&at), &length) == 0);
-  out.port = ntohs(at.sin_port);
-  return out;
 }
 
 }  // namespace gridtrain::testing

@@ -12,6 +12,7 @@
 #include "base/result.hpp"
 #include "config/config.hpp"
 #include "learner/parameter_store.hpp"
+#include "tests/loopback_socket.hpp"
 
 namespace gridtrain::testing {
 
@@ -35,13 +36,6 @@ struct TokenFile {
   std::string path() const { return (dir / "token").string(); }
   std::filesystem::path dir;
 };
-
-// A TCP socket bound to a port of 127.0.0.1 the system picked, not listening yet; the caller closes `fd`.
-struct LoopbackSocket {
-  int fd = -1;
-  std::uint16_t port = 0;
-};
-LoopbackSocket bind_loopback();
 
 // The token `path` holds, read as start_node reads cluster.token_file ("" : none).
 std::string token_in(const std::string& path);

@@ -4,8 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "tests/app/probe_cluster.hpp"
+#include "tests/loopback_socket.hpp"
 
 using namespace gridtrain::testing;
 
@@ -196,16 +195,9 @@ TEST_CASE("--seed takes a list tried in order, for run and for status; any membe
   CHECK(none.output.find("127.0.0.1:1: 127.0.0.1:1") == std::string::npos);  // each seed named once in front
   // A port that accepts and never speaks (another service: the metrics port, a web server) is named for what it is
   // (it was a bare request_timeout: the request gave up as the gate's handshake did).
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(silent >= 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t at_size = sizeof at;
-  REQUIRE(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
+  const auto [silent, silent_port] = gridtrain::testing::bind_loopback();
   REQUIRE(::listen(silent, 4) == 0);
-  REQUIRE(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &at_size) == 0);
-  const std::string silent_seed = "127.0.0.1:" + std::to_string(ntohs(at.sin_port));
+  const std::string silent_seed = "127.0.0.1:" + std::to_string(silent_port);
   auto other = run_command(gridnode, {"status", "--seed", silent_seed}, 30s);
   ::close(silent);
   INFO(other.output);

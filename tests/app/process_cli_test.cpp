@@ -1,11 +1,8 @@
 // The gridnode command line as a contract (README.md, "The command line"): exit codes and one-line errors,
 // checked on the real binary.
 
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,6 +14,7 @@
 #include <string>
 
 #include "tests/app/process_harness.hpp"
+#include "tests/loopback_socket.hpp"
 #include "tests/tls_certificates.hpp"
 
 using gridtrain::testing::run_command;
@@ -46,18 +44,11 @@ int count_lines(const std::string& s) {
   return n;
 }
 
-// A loopback port nothing listens on now: the system's pick for a socket bound to port 0, then closed.
+// A loopback port nothing listens on now: the system's pick, its socket closed.
 int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof at;
-  const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &size) == 0;
-  if (fd >= 0) ::close(fd);
-  REQUIRE(bound);
-  return ntohs(at.sin_port);
+  const gridtrain::testing::LoopbackSocket picked = gridtrain::testing::bind_loopback();
+  ::close(picked.fd);
+  return picked.port;
 }
 
 }  // namespace
