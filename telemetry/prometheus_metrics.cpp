@@ -38,7 +38,7 @@ std::string bind_failure(const config::Endpoint& listen) {
   addrinfo* found = nullptr;
   const std::string port = std::to_string(listen.port);
   if (const int e = ::getaddrinfo(listen.host.c_str(), port.c_str(), &hints, &found); e != 0)
-    return listen.host + ": " + ::gai_strerror(e);
+    return ::gai_strerror(e);  // the error's source names the address
   std::string why;
   const int fd = ::socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
   const int on = 1;
