@@ -221,6 +221,25 @@ void drop_lines(Self self, Version... version) {
   for (const auto& m : self->state.line_masters) self->send(m, lost_atom::value, version...);
 }
 
+// Ends the lines this node may still hold that a newer layout has no place for: a DimensionNode's line in a dimension
+// the layout gave up (9 nodes in 3 x 3 down to 5 in one line), and a LineMaster's line where the layout makes this
+// node master of none. No message would end them otherwise: no line starts in a dimension given up; StopLine goes
+// only to a master that is alive and known (a successor that takes over restarts the layout's lines, and stops
+// none of the epoch before). Kept, a member's data plane dialed its dead peers there every 2 s for good, and a
+// master nudged peers (line_master.hpp) that had moved on. A line newer than `grid` is left alone (lost_atom's
+// version), so a StartLine that overtook this state stays.
+void end_lines_outside(Self self, const GridState& grid) {
+  auto& s = self->state;
+  const LayoutState& layout = grid.layout;
+  for (std::size_t d = 0; d < s.dimension_nodes.size() && d < s.line_masters.size(); ++d) {
+    if (d >= grid.dims) self->send(s.dimension_nodes[d], lost_atom::value, grid.epoch, grid.layout_version);
+    bool masters = false;
+    for (std::size_t j = 0; j < layout.master_dims.size() && j < layout.master_nodes.size(); ++j)
+      masters = masters || (layout.master_dims[j] == d && layout.master_nodes[j] == s.setup.node_id);
+    if (!masters) self->send(s.line_masters[d], lost_atom::value, grid.epoch, grid.layout_version);
+  }
+}
+
 // Calls `then` with the node actor at `address` (host:port, or "local:<id>" for a member of this process), or
 // with null when it cannot be reached within rejoin_interval. `known` is its handle from the last GridState, if
 // any: over a direct connection that already exists it is used as it is, since dialing a second one would give
@@ -833,6 +852,8 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                                       std::tie(held->epoch, held->layout_version)
                                 : std::strong_ordering::greater;
         if (order < 0) return;
+        // (A successor sends its state before its Welcome: a node rejoining under it takes this too.)
+        if (order > 0) end_lines_outside(self, grid);
         s.grid_message = self->current_mailbox_element()->move_content_to_message();  // no copy (node.hpp)
         // A newer layout is acknowledged at once, not at the next report: the members are confirmed only once
         // every one holds it, and a failover counts only confirmed members (docs/design.md, "Membership at scale").

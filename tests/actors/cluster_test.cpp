@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "actors/dimension_node.hpp"
 #include "actors/line_master.hpp"
 #include "deterministic_cluster.hpp"
 #include "test_support.hpp"
@@ -351,6 +352,39 @@ TEST_CASE("nodes join, leave and die while rounds run; no round waits forever an
       f.members_are_ids();
       f.all_progress();
       CHECK(f.agree());
+    }
+  }
+}
+
+TEST_CASE("a grid that shrinks to one dimension leaves no node a line in the other, nor a master without a line") {
+  // 9 nodes in 3 x 3, then 4 of them gone (not node 1, which hosts the GridMaster): 5 nodes make one line. No line
+  // starts in dimension 1 any more, so each node must end its own lines there; kept, their peers were dead nodes.
+  for (std::uint64_t seed : kInterleavings) {
+    CAPTURE(seed);
+    FreeRunning f(seed);
+    f.all_progress();
+    REQUIRE(f.cluster.status().dims == 2);
+    for (std::uint64_t id : {3, 5, 7, 9}) {
+      f.cluster.kill(id);
+      f.forget(id);
+    }
+    f.members_are_ids();
+    const actors::GridView view = f.cluster.status();
+    REQUIRE(view.dims == 1);
+    f.all_progress();
+    for (std::uint64_t id : f.cluster.live()) {
+      CAPTURE(id);
+      const actors::NodeState& node = f.cluster.state(id);
+      const auto& dim1 = state_of<actors::DimensionNodeState>(node.dimension_nodes.at(1));
+      CHECK((!dim1.line || dim1.line_lost));
+      const auto placed = std::find_if(view.nodes.begin(), view.nodes.end(),
+                                       [&](const auto& n) { return n.place.node_id == id; });
+      REQUIRE(placed != view.nodes.end());
+      for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) {
+        const bool masters = std::count(placed->place.masters.begin(), placed->place.masters.end(), d) > 0;
+        const auto& master = state_of<actors::LineMasterState>(node.line_masters.at(d));
+        CHECK_MESSAGE(master.line.has_value() == masters, "dim " << d);
+      }
     }
   }
 }

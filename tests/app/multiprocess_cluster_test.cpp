@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/app/probe_cluster.hpp"
@@ -50,7 +51,8 @@ TEST_CASE("four gridnode processes converge to the mean of their values") {
   for (const auto& n : last["nodes"]) CHECK(n["line_peers"] == 3);
 }
 
-TEST_CASE("a node that joins a running cluster is placed in the grid, which turns 2-D, and all reach one mean") {
+TEST_CASE("a node that joins a running cluster turns the grid 2-D, and all reach one mean; with three killed it turns "
+          "1-D again, and nothing of its second dimension's lines is left") {
   // Six nodes share one line; the seventh makes the layout a 3 x 3 grid, which moves everyone while they average.
   Cluster cluster;
   for (double v : {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}) cluster.start(v);
@@ -79,6 +81,43 @@ TEST_CASE("a node that joins a running cluster is placed in the grid, which turn
                       return agree(last, 7, 1e-4, &consensus);
                     },
                     60s),
+                "last status: " << last.dump());
+
+  // Three of seven killed at once (fewer than half; not the GridMaster's node, the seed): the layout of four is one
+  // line. No line starts in the second dimension any more, so each survivor must end its lines there itself: kept,
+  // their data plane dialed the dead peers' data ports every 2 s for good (and held their rounds' buffers).
+  const auto rounds_at_kill = rounds_by_address(last);
+  std::vector<std::string> dead_ids;
+  for (const auto& n : last["nodes"])
+    for (std::size_t i = 1; i <= 3; ++i)
+      if (n["address"] == cluster.address(i)) dead_ids.push_back(n["id_hex"].get<std::string>());
+  REQUIRE(dead_ids.size() == 3);
+  for (std::size_t i = 1; i <= 3; ++i) cluster.node(i).signal(SIGKILL);
+  bool one_line = eventually(
+      [&] {
+        last = cluster.status();
+        if (!last.is_object() || last["nodes"].size() != 4 || last["dims"] != 1) return false;
+        for (const auto& [address, r] : rounds_by_address(last))
+          if (r <= rounds_at_kill.at(address)) return false;  // every survivor averages again
+        return true;
+      },
+      60s);
+  REQUIRE_MESSAGE(one_line, "last status: " << last.dump());
+  // Dials of a dead peer's data port come every 2 s while a line holds it: a survivor that still does is one whose
+  // second-dimension line was left behind. The first 3 s after the one-line layout are its grace to drop them.
+  std::this_thread::sleep_for(3s);
+  std::vector<std::size_t> printed;
+  for (std::size_t i : {0, 4, 5, 6}) printed.push_back(cluster.node(i).output().size());
+  std::this_thread::sleep_for(5s);
+  for (std::size_t k = 0; k < printed.size(); ++k) {
+    const std::size_t i = k == 0 ? 0 : k + 3;
+    const std::string since = cluster.node(i).output().substr(printed[k]);
+    for (const auto& dead : dead_ids)
+      CHECK_MESSAGE(since.find("connect to node " + dead) == std::string::npos,
+                    "node " << cluster.address(i) << " still dials " << dead << ":\n" << since);
+  }
+  // And the four still agree.
+  CHECK_MESSAGE(eventually([&] { return agree(last = cluster.status(), 4, 1e-4, &consensus); }, 60s),
                 "last status: " << last.dump());
 }
 
