@@ -125,7 +125,12 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
           log_dropped("dimension_node", s.own.malformed, fits.error().to_string());
           return;
         }
-        if (s.line && std::tie(line.epoch, line.layout_version) < std::tie(s.line->epoch, s.line->layout_version)) {
+        // Older than ours, or a LineMaster's nudge (line_master.hpp) of the line this node dropped on losing the
+        // cluster: a newer line follows its rejoin. A nudge of the line we hold changes nothing below.
+        const auto order = s.line ? std::tie(line.epoch, line.layout_version) <=>
+                                        std::tie(s.line->epoch, s.line->layout_version)
+                                  : std::strong_ordering::greater;
+        if (order < 0 || (order == 0 && s.line_lost)) {
           ++s.own.stale_dropped;
           return;
         }

@@ -1,5 +1,7 @@
 #include "actors/line_master.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <tuple>
@@ -33,6 +35,11 @@ void start_next_round(Self self) {
     --*s.every_steps_budget;
   }
   const StartLine& line = *s.line;
+  // A line with no round open was idle, not waiting on anyone: the silence that earns a nudge starts now.
+  if (s.open.empty()) {
+    const auto now = self->clock().now();
+    for (auto& heard : s.heard) heard = std::max(heard, now);
+  }
   // Room for the new round: the oldest open one is retired; its stragglers catch up by round key.
   while (s.open.size() >= line.settings.rounds_in_flight) {
     s.open.erase(s.open.begin());
@@ -57,6 +64,42 @@ void progress(Self self, std::map<std::uint64_t, LineMasterState::OpenRound>::it
   if (it->first + 1 == s.next_round && has_advance_quorum(s, it->second)) s.advance = true;
   if (it->second.count == peers(s)) s.open.erase(it);
   start_next_round(self);
+}
+
+// Keeps one nudge timer running while there is a line (see "Nudges" in line_master.hpp).
+void arm_nudge(Self self) {
+  auto& s = self->state;
+  if (s.nudge_pending || !s.line) return;
+  s.nudge_pending = true;
+  self->delayed_send(self, LineMasterState::kNudgeInterval, nudge_atom::value);
+}
+
+// Sends the line, and the rounds open now, again to every peer that has been silent on them for kNudgeInterval.
+void nudge_silent_peers(Self self) {
+  auto& s = self->state;
+  if (!s.line || s.open.empty()) return;
+  const auto now = self->clock().now();
+  caf::message line;  // made once, for the first silent peer
+  for (std::size_t i = 0; i < s.line->peers.size() && i < s.heard.size() && i < s.nudged.size(); ++i) {
+    if (now - s.heard[i] < LineMasterState::kNudgeInterval) continue;
+    s.heard[i] = now;
+    ++s.nudges;
+    if (!s.nudged[i]) {  // once per peer and line: a stalled peer is nudged every second
+      s.nudged[i] = true;
+      spdlog::info("line_master: node {:016x} has reported no round of line {} (dim {}, layout version {}) for {} ms; "
+                   "sending it the line again, every second until it does",
+                   s.line->peers[i].node_id, s.line->line, s.line->dim, s.line->layout_version,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(LineMasterState::kNudgeInterval).count());
+    }
+    if (line.empty()) line = caf::make_message(*s.line);
+    const caf::actor& peer = s.line->peers[i].dimension_node;
+    self->send(peer, line);
+    for (const auto& [round, open] : s.open) {
+      if (open.reported[i]) continue;
+      self->send(peer, StartRound{allreduce::RoundKey{s.line->epoch, s.line->layout_version, s.line->dim,
+                                                      s.line->line, round}});
+    }
+  }
 }
 
 // A StartLine came: hold the first round if it came within 5·settle of the one before (see "Settling").
@@ -95,6 +138,9 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
         s.open.clear();
         s.advance = true;
+        s.heard.assign(peers(s), self->clock().now());
+        s.nudged.assign(peers(s), false);
+        arm_nudge(self);
         auto message = caf::make_message(*s.line);
         for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);
         settle_after_start_line(self);
@@ -105,6 +151,11 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         if (generation != s.settle_generation || !s.settling) return;  // a newer StartLine restarted the wait
         s.settling = false;
         start_next_round(self);
+      },
+      [self](nudge_atom) {
+        self->state.nudge_pending = false;
+        nudge_silent_peers(self);
+        arm_nudge(self);  // only while there is a line: a dormant LineMaster keeps no timer
       },
       [self](const StopLine& stop) {
         auto& s = self->state;
@@ -121,6 +172,8 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
           ++s.stale;
           return;
         }
+        // Any report of this line, a late one included, shows the peer holds the line: no nudge for it.
+        if (done.from < s.heard.size()) s.heard[done.from] = self->clock().now();
         auto it = s.open.find(done.key.round);
         if (it == s.open.end()) return;  // closed (a duplicate) or retired (a straggler's late report)
         if (done.from >= it->second.reported.size()) {

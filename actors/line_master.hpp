@@ -15,6 +15,15 @@
 // or the failure detector removes it (a new layout version re-forms the line). A line of one peer runs no rounds.
 // It tells: every member's DimensionNode (StartLine, StartRound).
 //
+// Nudges: CAF 0.17 may lose a message to a node this one has no connection of its own to (it goes through a
+// third node, and routes change as nodes die). Seen after a failover that took a 3x3 grid to one line of 5 (3 runs
+// in about 70): one member never received the new line's StartLine nor its round 0, though the later StartRounds
+// came; it sat out every round for good, while its peers waited out each round's deadline without it. So every
+// kNudgeInterval, a peer that has reported none of the line's rounds
+// for that long while rounds were open is sent the StartLine and the open rounds' StartRounds again; its
+// DimensionNode takes a StartLine it holds as a no-op. A stalled or merely slow peer is nudged too, at no cost
+// beyond the message, until it reports again or the failure detector removes it.
+//
 // Settling (allreduce.line_settle_ms, S): a StartLine that comes within 5·S of the one before it (a burst of joins
 // or moves is restarting this line again and again) holds the line's first round until the line has been
 // unchanged for S; a newer StartLine restarts the wait. Rounds started in such a burst would be abandoned at the
@@ -36,6 +45,9 @@
 namespace gridtrain::actors {
 
 struct LineMasterState {
+  // How long a peer may report none of the line's open rounds before it is sent the line again (see "Nudges").
+  static constexpr caf::timespan kNudgeInterval = std::chrono::seconds(1);
+
   struct OpenRound {
     std::vector<bool> reported;  // by peer index
     std::uint32_t count = 0;     // of reported
@@ -59,6 +71,11 @@ struct LineMasterState {
   std::optional<caf::actor_clock::time_point> last_start_line;  // when the latest StartLine came
   bool settling = false;           // a burst's StartLine holds the first round until settle_generation's timer
   std::uint64_t settle_generation = 0;  // tells the latest settle timer from those a newer StartLine replaced
+  // Per peer: when it last reported a round, or was last nudged (the line's start for a peer yet to report).
+  std::vector<caf::actor_clock::time_point> heard;
+  std::vector<bool> nudged;    // per peer: nudged at least once on this line (logged once)
+  bool nudge_pending = false;  // a nudge_atom timer is on its way
+  std::uint64_t nudges = 0;    // peers sent the line again
   std::uint64_t rounds_started = 0;
   std::uint64_t retired_early = 0;  // open rounds retired before every peer had reported them
   std::uint64_t stale = 0;

@@ -273,4 +273,93 @@ TEST_CASE("a settling line paced by every_steps keeps its budget for when it set
   CHECK(f.versioned_rounds_seen(1) == std::vector<std::pair<std::uint64_t, std::uint64_t>>{{2, 0}});
 }
 
+
+// A StartLine relayed through a node that died is lost (CAF 0.17): the member it was for sat out every round of
+// its line. The LineMaster sends the line again to a peer silent on its rounds for a second.
+TEST_CASE("a peer silent on its line's rounds for a second is sent the line and the open rounds again") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(4);
+  caf::anon_send(f.master, f.line(0.75, 2));  // quorum(0.75, 4) = 3: the line goes on without member 3
+  f.sim.run();
+  for (std::size_t i = 0; i < 4; ++i) take<actors::StartLine>(f.members[i]);
+  std::uint64_t round = 0;
+  auto run_rounds = [&](milliseconds span) {  // a round every 100 ms, reported by members 0-2
+    for (auto t = milliseconds(0); t < span; t += milliseconds(100)) {
+      for (std::uint32_t from = 0; from < 3; ++from) f.done(round, from);
+      ++round;
+      f.sim.run();
+      f.sim.advance_time(milliseconds(100));
+    }
+    f.sim.run();
+  };
+  run_rounds(milliseconds(900));
+  CHECK(received<actors::StartLine>(f.members[3]).empty());
+  f.sim.advance_time(milliseconds(100));  // a second without a word from member 3
+  f.sim.run();
+  const auto again = take<actors::StartLine>(f.members[3]);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].layout_version == 1);
+  CHECK(again[0].line_master == f.master);
+  // And the StartRounds of the rounds open now (k = 2: the last two), after those it had been sent.
+  CHECK(f.rounds_seen(3) == std::vector<std::uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 8, 9});
+  for (std::size_t i = 0; i < 3; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());  // they report
+  CHECK(state_of<actors::LineMasterState>(f.master).nudges == 1);
+  // Once it reports, it has another second; silent again, it is nudged again.
+  f.done(round, 3);
+  run_rounds(milliseconds(900));
+  CHECK(received<actors::StartLine>(f.members[3]).empty());
+  f.sim.advance_time(milliseconds(200));
+  f.sim.run();
+  CHECK(received<actors::StartLine>(f.members[3]).size() == 1);
+  CHECK(state_of<actors::LineMasterState>(f.master).nudges == 2);
+}
+
+TEST_CASE("in timeout quorum mode, a silent peer is nudged though each round it misses closes at its deadline") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(3);
+  auto line = f.line(0.5, 1);
+  line.settings.round.quorum = allreduce::QuorumMode::timeout;
+  line.settings.round.quorum_timeout_ms = 200;
+  caf::anon_send(f.master, line);
+  f.sim.run();
+  for (std::size_t i = 0; i < 3; ++i) take<actors::StartLine>(f.members[i]);
+  for (int t = 0; t < 11; ++t) {  // 1.1 s: members 0 and 1 report at once, each round waits for member 2's deadline
+    const std::uint64_t round = state_of<actors::LineMasterState>(f.master).next_round - 1;
+    f.done(round, 0);
+    f.done(round, 1);
+    f.sim.run();
+    f.sim.advance_time(milliseconds(100));
+    f.sim.run();
+  }
+  CHECK(received<actors::StartLine>(f.members[2]).size() == 1);
+  CHECK(received<actors::StartLine>(f.members[0]).empty());
+}
+
+TEST_CASE("an idle line nudges nobody, and a dormant line master keeps no timer") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(2, true);  // paced: no round until allowed
+  caf::anon_send(f.master, f.line(1.0, 1));
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) take<actors::StartLine>(f.members[i]);
+  f.sim.advance_time(milliseconds(5000));
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());
+  // A round after the long idle: the peers have a second from now to report it.
+  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{1});
+  CHECK(f.started() == 1);
+  f.sim.advance_time(milliseconds(900));
+  f.done(0, 0);
+  f.done(0, 1);
+  f.sim.run();
+  f.sim.advance_time(milliseconds(5000));
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());
+  caf::anon_send(f.master, actors::StopLine{1, 2, 0, 5});
+  f.sim.run();
+  f.sim.advance_time(milliseconds(1000));  // the last timer: it finds no line and sets no other
+  f.sim.run();
+  CHECK_FALSE(state_of<actors::LineMasterState>(f.master).nudge_pending);
+  CHECK(f.sim.advance_time(milliseconds(5000)) == 0);
+}
+
 }  // namespace gridtrain::testing
