@@ -35,11 +35,12 @@ void start_next_round(Self self) {
     --*s.every_steps_budget;
   }
   const StartLine& line = *s.line;
+  const auto now = self->clock().now();
   // A line with no round open was idle, not waiting on anyone: the silence that earns a nudge starts now.
-  if (s.open.empty()) {
-    const auto now = self->clock().now();
+  if (s.open.empty())
     for (auto& heard : s.heard) heard = std::max(heard, now);
-  }
+  if (s.last_round_start) s.round_gap = (3 * s.round_gap + (now - *s.last_round_start)) / 4;
+  s.last_round_start = now;
   // Room for the new round: the oldest open one is retired; its stragglers catch up by round key.
   while (s.open.size() >= line.settings.rounds_in_flight) {
     s.open.erase(s.open.begin());
@@ -79,17 +80,20 @@ void nudge_silent_peers(Self self) {
   auto& s = self->state;
   if (!s.line || s.open.empty()) return;
   const auto now = self->clock().now();
+  const caf::timespan silence = std::clamp<caf::timespan>(LineMasterState::kNudgeRounds * s.round_gap,
+                                                          LineMasterState::kNudgeInterval,
+                                                          LineMasterState::kNudgeMaxSilence);
   caf::message line;  // made once, for the first silent peer
   for (std::size_t i = 0; i < s.line->peers.size() && i < s.heard.size() && i < s.nudged.size(); ++i) {
-    if (now - s.heard[i] < LineMasterState::kNudgeInterval) continue;
+    if (now - s.heard[i] < silence) continue;
     s.heard[i] = now;
     ++s.nudges;
     if (!s.nudged[i]) {  // once per peer and line: a stalled peer is nudged every second
       s.nudged[i] = true;
       spdlog::info("line_master: node {:016x} has reported no round of line {} (dim {}, layout version {}) for {} ms; "
-                   "sending it the line again, every second until it does",
+                   "sending it the line again until it does",
                    s.line->peers[i].node_id, s.line->line, s.line->dim, s.line->layout_version,
-                   std::chrono::duration_cast<std::chrono::milliseconds>(LineMasterState::kNudgeInterval).count());
+                   std::chrono::duration_cast<std::chrono::milliseconds>(silence).count());
     }
     if (line.empty()) line = caf::make_message(*s.line);
     const caf::actor& peer = s.line->peers[i].dimension_node;
@@ -140,6 +144,8 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         s.advance = true;
         s.heard.assign(peers(s), self->clock().now());
         s.nudged.assign(peers(s), false);
+        s.round_gap = caf::timespan{0};
+        s.last_round_start.reset();
         arm_nudge(self);
         auto message = caf::make_message(*s.line);
         for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);

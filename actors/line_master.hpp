@@ -22,7 +22,9 @@
 // kNudgeInterval, a peer that has reported none of the line's rounds
 // for that long while rounds were open is sent the StartLine and the open rounds' StartRounds again; its
 // DimensionNode takes a StartLine it holds as a no-op. A stalled or merely slow peer is nudged too, at no cost
-// beyond the message, until it reports again or the failure detector removes it.
+// beyond the message, until it reports again or the failure detector removes it. Where the line's rounds come
+// more than a quarter second apart (a big model, a loaded machine) the silence must last 4 of its rounds: with
+// 4,096 in-process nodes on 2 cores, nudges at a fixed second took a quarter of the cluster's rounds per second.
 //
 // Settling (allreduce.line_settle_ms, S): a StartLine that comes within 5·S of the one before it (a burst of joins
 // or moves is restarting this line again and again) holds the line's first round until the line has been
@@ -45,8 +47,11 @@
 namespace gridtrain::actors {
 
 struct LineMasterState {
-  // How long a peer may report none of the line's open rounds before it is sent the line again (see "Nudges").
+  // How often a LineMaster looks for silent peers, and the least silence that earns a nudge (see "Nudges"); a line
+  // whose rounds come further apart waits kNudgeRounds of its rounds, at most kNudgeMaxSilence.
   static constexpr caf::timespan kNudgeInterval = std::chrono::seconds(1);
+  static constexpr int kNudgeRounds = 4;
+  static constexpr caf::timespan kNudgeMaxSilence = std::chrono::seconds(30);
 
   struct OpenRound {
     std::vector<bool> reported;  // by peer index
@@ -74,6 +79,8 @@ struct LineMasterState {
   // Per peer: when it last reported a round, or was last nudged (the line's start for a peer yet to report).
   std::vector<caf::actor_clock::time_point> heard;
   std::vector<bool> nudged;    // per peer: nudged at least once on this line (logged once)
+  caf::timespan round_gap{0};  // between round starts, smoothed: a slow line nudges less eagerly
+  std::optional<caf::actor_clock::time_point> last_round_start;
   bool nudge_pending = false;  // a nudge_atom timer is on its way
   std::uint64_t nudges = 0;    // peers sent the line again
   std::uint64_t rounds_started = 0;

@@ -852,8 +852,10 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                                       std::tie(held->epoch, held->layout_version)
                                 : std::strong_ordering::greater;
         if (order < 0) return;
-        // (A successor sends its state before its Welcome: a node rejoining under it takes this too.)
-        if (order > 0) end_lines_outside(self, grid);
+        // Only a layout that lost a dimension or came from another epoch (a successor's) can leave a line behind:
+        // a GridMaster that stays stops the lines it changes. (A successor sends its state before its Welcome: a
+        // node rejoining under it takes this too.)
+        if (order > 0 && (!held || grid.dims < held->dims || grid.epoch != held->epoch)) end_lines_outside(self, grid);
         s.grid_message = self->current_mailbox_element()->move_content_to_message();  // no copy (node.hpp)
         // A newer layout is acknowledged at once, not at the next report: the members are confirmed only once
         // every one holds it, and a failover counts only confirmed members (docs/design.md, "Membership at scale").
