@@ -72,6 +72,7 @@ void arm_nudge(Self self) {
   auto& s = self->state;
   if (s.nudge_pending || !s.line) return;
   s.nudge_pending = true;
+  s.nudge_due = self->clock().now() + LineMasterState::kNudgeInterval;
   self->delayed_send(self, LineMasterState::kNudgeInterval, nudge_atom::value);
 }
 
@@ -159,8 +160,14 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         start_next_round(self);
       },
       [self](nudge_atom) {
-        self->state.nudge_pending = false;
-        nudge_silent_peers(self);
+        auto& s = self->state;
+        s.nudge_pending = false;
+        const auto now = self->clock().now();
+        if (now - s.nudge_due > LineMasterState::kNudgeInterval) {
+          for (auto& heard : s.heard) heard = std::max(heard, now);  // we were stalled, not they
+        } else {
+          nudge_silent_peers(self);
+        }
         arm_nudge(self);  // only while there is a line: a dormant LineMaster keeps no timer
       },
       [self](const StopLine& stop) {

@@ -21,7 +21,9 @@
 // came; it sat out every round for good, while its peers waited out each round's deadline without it. So every
 // kNudgeInterval, a peer that has reported none of the line's rounds
 // for that long while rounds were open is sent the StartLine and the open rounds' StartRounds again; its
-// DimensionNode takes a StartLine it holds as a no-op. A stalled or merely slow peer is nudged too, at no cost
+// DimensionNode takes a StartLine it holds as a no-op. A timer that comes an interval late means this node
+// was stalled itself (SIGSTOP, a starved process): its peers' silence is then its own, and the silence counts
+// afresh (in a chaos run, a LineMaster waking from a stop nudged all six of its peers). A stalled or merely slow peer is nudged too, at no cost
 // beyond the message, until it reports again or the failure detector removes it. Where the line's rounds come
 // more than a quarter second apart (a big model, a loaded machine) the silence must last 4 of its rounds: with
 // 4,096 in-process nodes on 2 cores, nudges at a fixed second took a quarter of the cluster's rounds per second.
@@ -82,6 +84,7 @@ struct LineMasterState {
   caf::timespan round_gap{0};  // between round starts, smoothed: a slow line nudges less eagerly
   std::optional<caf::actor_clock::time_point> last_round_start;
   bool nudge_pending = false;  // a nudge_atom timer is on its way
+  caf::actor_clock::time_point nudge_due;  // when that timer should come: much later, this node itself was stalled
   std::uint64_t nudges = 0;    // peers sent the line again
   std::uint64_t rounds_started = 0;
   std::uint64_t retired_early = 0;  // open rounds retired before every peer had reported them

@@ -362,4 +362,21 @@ TEST_CASE("an idle line nudges nobody, and a dormant line master keeps no timer"
   CHECK(f.sim.advance_time(milliseconds(5000)) == 0);
 }
 
+TEST_CASE("a line master that was stalled itself does not take its stall for its peers' silence") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(2);
+  caf::anon_send(f.master, f.line(1.0, 1));
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) take<actors::StartLine>(f.members[i]);
+  f.sim.advance_time(milliseconds(5000));  // its second's timer comes 4 s late: this node was stopped
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());
+  f.sim.advance_time(milliseconds(999));
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());
+  f.sim.advance_time(milliseconds(1));  // a second since it woke, on time, and round 0 still unreported
+  f.sim.run();
+  for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).size() == 1);
+}
+
 }  // namespace gridtrain::testing
