@@ -76,7 +76,8 @@ void arm_nudge(Self self) {
   self->delayed_send(self, LineMasterState::kNudgeInterval, nudge_atom::value);
 }
 
-// Sends the line, and the rounds open now, again to every peer that has been silent on them for kNudgeInterval.
+// Sends the line, and the rounds open now, again to every peer silent on them for as long as the line's pace
+// allows (at least kNudgeInterval).
 void nudge_silent_peers(Self self) {
   auto& s = self->state;
   if (!s.line || s.open.empty()) return;
@@ -89,7 +90,7 @@ void nudge_silent_peers(Self self) {
     if (now - s.heard[i] < silence) continue;
     s.heard[i] = now;
     ++s.nudges;
-    if (!s.nudged[i]) {  // once per peer and line: a stalled peer is nudged every second
+    if (!s.nudged[i]) {  // logged once per peer and line: a stalled peer is nudged after every such silence
       s.nudged[i] = true;
       spdlog::info("line_master: node {:016x} has reported no round of line {} (dim {}, layout version {}) for {} ms; "
                    "sending it the line again until it does",
