@@ -282,14 +282,15 @@ bool wait_for_members(const actors::NodeHandle& node, int members, bool reached)
     if (has_members(view, members)) return true;
     if (view) {
       const auto& nodes = view.value().nodes;
-      if (const auto now = std::chrono::steady_clock::now(); now - said >= kSayEvery) {
-        spdlog::info("waiting for {} members before training (--wait-members): {} so far", members, nodes.size());
-        said = now;
-      }
       if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.figures.samples > 0; })) {
         spdlog::info("{} of the {} members to wait for, but the others already train: training now",
                      nodes.size(), members);
         return true;
+      }
+      // Said only once it is clear that this node waits (not in the pass that finds the others training).
+      if (const auto now = std::chrono::steady_clock::now(); now - said >= kSayEvery) {
+        spdlog::info("waiting for {} members before training (--wait-members): {} so far", members, nodes.size());
+        said = now;
       }
     }
     if (node.wait_for(std::chrono::milliseconds(100))) return false;

@@ -314,6 +314,7 @@ TEST_CASE("--wait-members is a start line: a node joining a cluster that already
   INFO("the late node:\n" << c->output());
   CHECK(code == std::optional<int>(0));
   CHECK(c->output().find("already train: training now") != std::string::npos);
+  CHECK(c->output().find("waiting for 4 members") == std::string::npos);  // it never waited
   CHECK(c->output().find("final test_accuracy ") != std::string::npos);
   for (ChildProcess* node : {a.get(), b.get()}) CHECK(node->wait_exit(kGenerous) == std::optional<int>(0));
 }
