@@ -19,6 +19,11 @@ constexpr int kBurstWindow = 5;  // a StartLine within this many settle times of
 
 std::uint32_t peers(const LineMasterState& s) { return static_cast<std::uint32_t>(s.line->peers.size()); }
 
+// The silence that earns a nudge starts again now for every peer (the line was idle, or this node was stalled).
+void restart_silence(LineMasterState& s, caf::actor_clock::time_point now) {
+  for (auto& heard : s.heard) heard = std::max(heard, now);
+}
+
 bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quorum == allreduce::QuorumMode::timeout; }
 
 // The advance rule: the quorum, except that timeout mode waits for everyone until the round's deadline.
@@ -37,8 +42,7 @@ void start_next_round(Self self) {
   const StartLine& line = *s.line;
   const auto now = self->clock().now();
   // A line with no round open was idle, not waiting on anyone: the silence that earns a nudge starts now.
-  if (s.open.empty())
-    for (auto& heard : s.heard) heard = std::max(heard, now);
+  if (s.open.empty()) restart_silence(s, now);
   if (s.last_round_start) s.round_gap = (3 * s.round_gap + (now - *s.last_round_start)) / 4;
   s.last_round_start = now;
   // Room for the new round: the oldest open one is retired; its stragglers catch up by round key.
@@ -86,7 +90,7 @@ void nudge_silent_peers(Self self) {
                                                           LineMasterState::kNudgeInterval,
                                                           LineMasterState::kNudgeMaxSilence);
   caf::message line;  // made once, for the first silent peer
-  for (std::size_t i = 0; i < s.line->peers.size() && i < s.heard.size() && i < s.nudged.size(); ++i) {
+  for (std::size_t i = 0; i < s.heard.size(); ++i) {  // heard and nudged have one entry per peer of the line
     if (now - s.heard[i] < silence) continue;
     s.heard[i] = now;
     ++s.nudges;
@@ -164,11 +168,10 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         auto& s = self->state;
         s.nudge_pending = false;
         const auto now = self->clock().now();
-        if (now - s.nudge_due > LineMasterState::kNudgeInterval) {
-          for (auto& heard : s.heard) heard = std::max(heard, now);  // we were stalled, not they
-        } else {
+        if (now - s.nudge_due > LineMasterState::kNudgeInterval)
+          restart_silence(s, now);  // we were stalled, not they
+        else
           nudge_silent_peers(self);
-        }
         arm_nudge(self);  // only while there is a line: a dormant LineMaster keeps no timer
       },
       [self](const StopLine& stop) {

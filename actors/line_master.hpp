@@ -18,15 +18,15 @@
 // Nudges: CAF 0.17 may lose a message to a node this one has no connection of its own to (it goes through a
 // third node, and routes change as nodes die). Seen after a failover that took a 3x3 grid to one line of 5 (3 runs
 // in about 70): one member never received the new line's StartLine nor its round 0, though the later StartRounds
-// came; it sat out every round for good, while its peers waited out each round's deadline without it. So every
-// kNudgeInterval, a peer that has reported none of the line's rounds
-// for that long while rounds were open is sent the StartLine and the open rounds' StartRounds again; its
-// DimensionNode takes a StartLine it holds as a no-op. A timer that comes an interval late means this node
-// was stalled itself (SIGSTOP, a starved process): its peers' silence is then its own, and the silence counts
-// afresh (in a chaos run, a LineMaster waking from a stop nudged all six of its peers). A stalled or merely slow peer is nudged too, at no cost
-// beyond the message, until it reports again or the failure detector removes it. Where the line's rounds come
-// more than a quarter second apart (a big model, a loaded machine) the silence must last 4 of its rounds: with
-// 4,096 in-process nodes on 2 cores, nudges at a fixed second took a quarter of the cluster's rounds per second.
+// came; it sat out every round for good, while its peers waited out each round's deadline without it. So a peer
+// that has reported none of the line's rounds for a while, with rounds open, is sent the StartLine and the open
+// rounds' StartRounds again; its DimensionNode takes a StartLine it holds as a no-op. The while is kNudgeInterval,
+// or kNudgeRounds of the line's rounds where they come further apart (a big model, a loaded machine: with 4,096
+// in-process nodes on 2 cores, nudges at a fixed second took a quarter of the cluster's rounds per second). A
+// stalled or merely slow peer is nudged too, at no cost beyond the message, until it reports again or the failure
+// detector removes it. A timer that comes an interval late means this node was stalled itself (SIGSTOP, a starved
+// process): its peers' silence is then its own, and counts afresh (in a chaos run, a LineMaster waking from a stop
+// nudged all six of its peers).
 //
 // Settling (allreduce.line_settle_ms, S): a StartLine that comes within 5·S of the one before it (a burst of joins
 // or moves is restarting this line again and again) holds the line's first round until the line has been

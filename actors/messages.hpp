@@ -477,7 +477,7 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 // LineMaster, to itself: (settle_atom, generation): the line stayed unchanged for allreduce.line_settle_ms.
 using settle_atom = caf::atom_constant<caf::atom("settle")>;
-// LineMaster, to itself: (nudge_atom, generation): time to look for peers that went silent on its rounds.
+// LineMaster, to itself: time to look for peers that went silent on its rounds (see "Nudges" in line_master.hpp).
 using nudge_atom = caf::atom_constant<caf::atom("nudge")>;
 using join_timeout_atom = caf::atom_constant<caf::atom("jointime")>;  // Node: the seed did not answer in time
 using seed_retry_atom = caf::atom_constant<caf::atom("seedretry")>;  // Node: ask the seeds again

@@ -231,13 +231,14 @@ void drop_lines(Self self, Version... version) {
 void end_lines_outside(Self self, const GridState& grid) {
   auto& s = self->state;
   const LayoutState& layout = grid.layout;
-  for (std::size_t d = 0; d < s.dimension_nodes.size() && d < s.line_masters.size(); ++d) {
-    if (d >= grid.dims) self->send(s.dimension_nodes[d], lost_atom::value, grid.epoch, grid.layout_version);
-    bool masters = false;
-    for (std::size_t j = 0; j < layout.master_dims.size() && j < layout.master_nodes.size(); ++j)
-      masters = masters || (layout.master_dims[j] == d && layout.master_nodes[j] == s.setup.node_id);
-    if (!masters) self->send(s.line_masters[d], lost_atom::value, grid.epoch, grid.layout_version);
-  }
+  std::vector<bool> masters(s.line_masters.size(), false);  // by dimension: this node masters a line there
+  for (std::size_t j = 0; j < layout.master_dims.size() && j < layout.master_nodes.size(); ++j)
+    if (layout.master_nodes[j] == s.setup.node_id && layout.master_dims[j] < masters.size())
+      masters[layout.master_dims[j]] = true;
+  for (std::size_t d = grid.dims; d < s.dimension_nodes.size(); ++d)
+    self->send(s.dimension_nodes[d], lost_atom::value, grid.epoch, grid.layout_version);
+  for (std::size_t d = 0; d < s.line_masters.size(); ++d)
+    if (!masters[d]) self->send(s.line_masters[d], lost_atom::value, grid.epoch, grid.layout_version);
 }
 
 // Calls `then` with the node actor at `address` (host:port, or "local:<id>" for a member of this process), or
