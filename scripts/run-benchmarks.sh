@@ -20,5 +20,6 @@ run grid_moves "$build/bench/bench_grid_moves"
 run learner_gflops "$build/bench/bench_learner_gflops"
 run convergence "$build/bench/bench_convergence" --epochs 10
 run allreduce_compare bench/allreduce_compare "$build"
+run round_passes "$build/bench/bench_round_passes"
 run control_plane bench/control_plane_scale "$build"
 run overlap bench/overlap "$build" 2 6                       # the default pacing, allreduce.cpu_share
