@@ -37,6 +37,9 @@ struct RunArgs {
   int shard_index = 0;   // data.shard node: this node's shard, of shard_count
   int shard_count = 1;
   bool resume = false;
+  // As --resume where this node's checkpoint exists; otherwise trains from the start and says so (a service's
+  // start, which is a restart most times and the first start once).
+  bool resume_if_present = false;
   int wait_members = 0;  // train only once the cluster has this many members (gridnode demo's start line)
   std::string log_format;  // "" = metrics.log_format's
   std::string log_level;   // "" = metrics.log_level's

@@ -46,7 +46,12 @@ int main(int argc, char** argv) {
                       "How many shards the training set is cut into (default 1)");
   run_cmd->add_option("--wait-members", run_args.wait_members,
                       "Start training once the cluster has N members, or at once if its members already train");
-  run_cmd->add_flag("--resume", run_args.resume, "Restore model, optimizer and progress from this node's checkpoint");
+  auto* resume_flag = run_cmd->add_flag("--resume", run_args.resume,
+                                        "Restore model, optimizer and progress from this node's checkpoint");
+  run_cmd
+      ->add_flag("--resume-if-present", run_args.resume_if_present,
+                 "As --resume where this node's checkpoint exists; without one, train from the start")
+      ->excludes(resume_flag);
   run_cmd->add_option("--log-format", run_args.log_format,
                       "text (for people) or json (one object per line, for machines); overrides metrics.log_format");
   run_cmd->add_option("--log-level", run_args.log_level,

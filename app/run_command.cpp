@@ -18,6 +18,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
 #include <memory>
@@ -124,8 +125,8 @@ Result<RunPlan> configure(const RunArgs& args) {
   // checkpoints and their rows of a shared metrics CSV stay apart (all were "0": they overwrote each other's
   // checkpoints and their rows could not be told apart). To resume, such a node needs --name.
   if (plan.name.empty()) {
-    if (plan.config.cluster.listen.port == 0 && args.resume)
-      return Error{.source = "--resume",
+    if (plan.config.cluster.listen.port == 0 && (args.resume || args.resume_if_present))
+      return Error{.source = args.resume ? "--resume" : "--resume-if-present",
                    .message = "needs --name when the listen port is 0: the default name, the process id, changes "
                               "at every start, so no checkpoint would be found"};
     plan.name = plan.config.cluster.listen.port ? std::to_string(plan.config.cluster.listen.port)
@@ -163,12 +164,30 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   t.test = std::move(test).value();
   if (Status fits = t.learner->check(t.test); !fits.ok()) return fits.error();
   if (!cfg.checkpoint.dir.empty()) {
+    // The directory is made if it is missing, as a log directory would be: a node whose first checkpoint failed
+    // at step `every` would have lost the steps before it.
+    std::error_code made;
+    std::filesystem::create_directories(cfg.checkpoint.dir, made);
+    if (made)
+      return Error{.source = cfg.checkpoint.dir, .key = "checkpoint.dir",
+                   .message = "cannot create the directory: " + made.message()};
     t.checkpoint_path = cfg.checkpoint.dir + "/node-" + plan.name + ".ckpt";
     auto claimed = learner::CheckpointClaim::claim(t.checkpoint_path);
     if (!claimed) return claimed.error();
     t.claim.emplace(std::move(claimed).value());
   }
-  if (args.resume) {
+  bool resume = args.resume;
+  if (args.resume_if_present) {
+    std::error_code probe;
+    resume = !t.checkpoint_path.empty() && std::filesystem::exists(t.checkpoint_path, probe);
+    if (!resume)
+      telemetry::tell("fresh_start",
+                      t.checkpoint_path.empty()
+                          ? std::string("no checkpoint.dir: nothing to resume, training from the start")
+                          : "no checkpoint at " + t.checkpoint_path + " yet: training from the start",
+                      {{"checkpoint", t.checkpoint_path}});
+  }
+  if (resume) {
     if (t.checkpoint_path.empty()) return Error{.source = "--resume", .message = "needs checkpoint.dir"};
     auto data = learner::read_checkpoint(t.checkpoint_path, t.learner->params().signature());
     if (!data) return data.error();
@@ -177,7 +196,7 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
                     {{"checkpoint", t.checkpoint_path}, {"step", data.value().step}});
   }
   if (!cfg.metrics.csv.empty()) {
-    auto opened = telemetry::MetricsCsv::open(cfg.metrics.csv, args.resume);
+    auto opened = telemetry::MetricsCsv::open(cfg.metrics.csv, resume);
     if (!opened) return opened.error();
     t.csv.emplace(std::move(opened).value());
   }

@@ -148,6 +148,52 @@ TEST_CASE("--resume without a checkpoint directory is refused with exit code 2")
   CHECK(r.exit_code == 2);
 }
 
+// What a service runs at every start (deploy/boot/gridtrain-node): the first start finds no checkpoint, nor its
+// directory, and trains from the start; every later one resumes.
+TEST_CASE("--resume-if-present trains from the start without a checkpoint, making its directory, then resumes") {
+  TempDir dir;
+  auto config = training_config(dir.path, 2);
+  const fs::path ckpt = dir.path / "state" / "checkpoints";  // neither exists yet
+  const std::string set_dir = "checkpoint.dir=" + ckpt.string();
+  auto first = run_command(gridnode,
+                           {"run", "--config", config.string(), "--name", "c", "--resume-if-present", "--set", set_dir},
+                           kGenerous);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.find("no checkpoint at " + (ckpt / "node-c.ckpt").string() + " yet: training from the start") !=
+        std::string::npos);
+  CHECK(count_lines(first.output, "epoch 1 ") == 1);
+  REQUIRE(fs::exists(ckpt / "node-c.ckpt"));
+
+  auto again = run_command(gridnode,
+                           {"run", "--config", config.string(), "--name", "c", "--resume-if-present", "--set", set_dir,
+                            "--set", "learner.epochs=3"},
+                           kGenerous);
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(again.output.find("resumed from " + (ckpt / "node-c.ckpt").string() + " at step 20") != std::string::npos);
+  CHECK(count_lines(again.output, "epoch 3 ") == 1);
+  CHECK(count_lines(again.output, "epoch 1 ") == 0);
+
+  // With both flags, which one was meant is unclear: refused.
+  auto both = run_command(gridnode, {"run", "--config", config.string(), "--name", "c", "--resume", "--resume-if-present"},
+                          kGenerous);
+  CHECK(both.exit_code == 2);
+  CHECK(both.output.find("--resume") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint directory that cannot be made is refused with exit code 2, naming checkpoint.dir") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  std::ofstream(dir.path / "a-file") << "not a directory\n";
+  const fs::path bad = dir.path / "a-file" / "ckpt";
+  auto r = run_command(gridnode, {"run", "--config", config.string(), "--set", "checkpoint.dir=" + bad.string()},
+                       kGenerous);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(r.output.find("error: " + bad.string() + ": checkpoint.dir: cannot create the directory") != std::string::npos);
+}
+
 TEST_CASE("gridnode demo with two nodes for one epoch averages, relays progress, and writes its CSV and plot") {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");

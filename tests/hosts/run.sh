@@ -6,7 +6,9 @@
 #   1. three hosts boot at once and form one cluster, and train (Fashion-MNIST, the demo's MLP);
 #   2. scale-in: host 3's node gets SIGTERM (what an instance's shutdown sends its unit) and leaves cleanly;
 #   3. scale-out: a new host 4 boots with the machines there are now, joins, copies a model and averages;
-#   4. training goes on: rounds and samples grow on every member, and /metrics answers with them.
+#   4. training goes on: rounds and samples grow on every member, and /metrics answers with them;
+#   5. a crash: host 2's node is killed (kill -9); the boot loop starts it again, as the unit would, and it
+#      resumes its progress from its checkpoint, rejoins, and averages again.
 # Every process started is stopped by PID, and every namespace deleted, on success and on failure.
 #
 #   tests/hosts/run.sh BUILD_DIR        (root; iproute2; the Fashion-MNIST package)
@@ -71,7 +73,7 @@ boot_host() {
   mkdir -p "$work/etc$n"
   setsid ip netns exec "gt$id-h$n" env GRIDTRAIN_RESTART_SECONDS=2 OPENBLAS_NUM_THREADS=1 \
     "$boot" --foreground --listen "$prefix.$n:7000" --seeds "$seeds" --config "$work/cluster.yaml" \
-    --etc "$work/etc$n" --gridnode "$gridnode" --run-args "--name host$n --set metrics.listen=$prefix.$n:9100" \
+    --etc "$work/etc$n" --gridnode "$gridnode" --run-args "--name host$n --set metrics.listen=$prefix.$n:9100 --set checkpoint.dir=$work/ckpt$n --set checkpoint.every=100" \
     > "$work/host$n.log" 2>&1 &
   boot_pid[$n]=$!
 }
@@ -104,6 +106,12 @@ except Exception: print("")' 2>/dev/null | tr -d '\n')
 metric() {  # host N's /metrics value of a series (first match)
   ip netns exec "gt$id-h$1" curl -s --max-time 5 "http://$prefix.$1:9100/metrics" |
     awk -v s="$2" 'index($1, s) == 1 && !found {print $2; found = 1}'
+}
+
+rounds_above() {  # host N's rounds in dimension 0 are above R (false while its /metrics does not answer)
+  local r
+  r=$(metric "$1" 'gridtrain_rounds_total{dim="0"')
+  [ -n "$r" ] && [ "$r" -gt "$2" ]
 }
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
@@ -141,6 +149,8 @@ wait_for "members_are 2 $prefix.1:7000 $prefix.2:7000 $prefix.3:7000" 90 ||
   { echo "error: the three hosts did not form one cluster"; exit 1; }
 log "   one cluster of 3 after $((SECONDS - t0)) s (host 1, the oldest, bootstrapped it: $(grep -c 'bootstrapping' "$work/host1.log") time)"
 grep -q "bootstrapping" "$work/host1.log" || { echo "error: host 1 did not bootstrap"; exit 1; }
+wait_for "grep -q 'no checkpoint at $work/ckpt1/node-host1.ckpt yet: training from the start' '$work/host1.log'" 60 ||
+  { echo "error: host 1's first start did not say that it trains from the start"; exit 1; }
 for n in 2 3; do
   if grep -q "bootstrapping" "$work/host$n.log"; then echo "error: host $n bootstrapped a cluster of its own"; exit 1; fi
 done
@@ -179,4 +189,18 @@ wait_for "[ \"\$(metric 2 'gridtrain_rounds_total{dim=\"0\"')\" -gt \"$rounds_be
 for n in 1 2 4; do
   log "   host $n: samples $(metric "$n" gridtrain_samples_total), rounds $(metric "$n" 'gridtrain_rounds_total{dim="0"'), test accuracy $(metric "$n" gridtrain_test_accuracy)"
 done
+
+log "5. a crash: host 2's node is killed (kill -9); the boot loop starts it again"
+wait_for "[ -s '$work/ckpt2/node-host2.ckpt' ]" 120 || { echo "error: host 2 wrote no checkpoint"; exit 1; }
+node2=$(pgrep -f "^$gridnode run .*--name host2 " || true)
+[ -n "$node2" ] || { echo "error: host 2's gridnode is not running"; exit 1; }
+t3=$SECONDS
+kill -KILL "$node2"
+wait_for "grep -q 'resumed from $work/ckpt2/node-host2.ckpt at step [1-9]' '$work/host2.log'" 60 ||
+  { echo "error: host 2's node did not resume from its checkpoint"; exit 1; }
+wait_for "members_are 1 $prefix.1:7000 $prefix.2:7000 $prefix.4:7000" 60 || { echo "error: host 2 did not rejoin"; exit 1; }
+rounds_restarted=$(metric 2 'gridtrain_rounds_total{dim="0"')
+wait_for "rounds_above 2 ${rounds_restarted:-0}" 60 ||
+  { echo "error: host 2 runs no rounds after its restart"; exit 1; }
+log "   $(grep -o 'resumed from .* at step [0-9]*' "$work/host2.log" | tail -n 1); back in the cluster and averaging after $((SECONDS - t3)) s"
 log "PASS"
