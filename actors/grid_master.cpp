@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <ctime>
 
 #include "actors/direct_connection.hpp"
@@ -507,6 +508,28 @@ void election_join(Self self, const Join& join) {
   s.waiting.push_back(join);
 }
 
+// A bootstrapped cluster's first epoch: the wall clock's milliseconds, a generation number (as Cassandra's gossip
+// generation is the clock at a node's start). Epochs order the GridMasters of one cluster, a successor raising it by
+// one; a cluster bootstrapped later, after an earlier one lost its majority for good, must order after that one too.
+// Its survivors then join it as new members (a GridMaster refuses a node of a newer epoch: the guard against a
+// stale GridMaster), and their old lines, rounds and frames are all older than the new cluster's, so they are
+// dropped. Every cluster's first epoch was 1: survivors of an epoch-1 cluster got in, but their data plane took
+// the new cluster's lines of versions they had held as old news and sat out every round; survivors of a later epoch
+// were refused for good. (A later bootstrap on a machine whose clock is behind by more than the time between the
+// two bootstraps still counts as older: its Joins from the old cluster are refused, saying why.) Two bootstraps in
+// one process (tests) within a millisecond still get two epochs, in order.
+std::uint64_t bootstrap_epoch() {
+  static std::atomic<std::uint64_t> last{0};
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch());
+  std::uint64_t epoch = static_cast<std::uint64_t>(std::max<std::int64_t>(now.count(), 1));
+  std::uint64_t seen = last.load();
+  do {
+    epoch = std::max(epoch, seen + 1);
+  } while (!last.compare_exchange_weak(seen, epoch));
+  return epoch;
+}
+
 }  // namespace
 
 LineSettings line_settings(const config::Config& config, std::uint64_t model_floats) {
@@ -521,6 +544,8 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
   if (s.setup.takeover) {
     s.electing = true;
     s.epoch = s.setup.takeover->epoch;
+  } else {
+    s.epoch = bootstrap_epoch();
   }
   drop_unexpected(self);
   if (s.setup.silence_limit.count() > 0) self->delayed_send(self, s.setup.silence_limit / 4, silence_atom::value);

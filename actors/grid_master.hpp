@@ -88,7 +88,7 @@ struct GridMasterState {
   LineSettings settings;
   caf::actor_clock::time_point watched;  // the last look for silent members (GridMasterSetup::silence_limit)
   bool electing = false;
-  std::uint64_t epoch = 1;  // raised by a successor on failover
+  std::uint64_t epoch = 0;  // a bootstrap's: the wall clock (grid_master.cpp); raised by a successor on failover
   std::uint64_t layout_version = 0;
   grid::Layout layout = grid::Layout::fixed(1);
   std::map<std::uint64_t, Member> members;

@@ -796,7 +796,10 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
       [self](const Reject& r) {
         auto& s = self->state;
         if (r.node_id != s.setup.node_id) return;
-        if (s.phase == NodePhase::joining && r.not_a_member && s.seed_next > 0) {
+        // "Not a member" is never the cluster's answer: that seed may be one a moment later. One that comes while
+        // the joiner waits to ask its seeds again answers an earlier pass (held up on the way): the next pass asks.
+        if (s.phase == NodePhase::joining && r.not_a_member) {
+          if (s.seed_next == 0) return;
           s.seed_said_retry = true;
           return ask_next_seed(self, seed_name(s, s.seed_next - 1) + ": " + r.reason);
         }

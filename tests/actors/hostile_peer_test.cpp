@@ -137,6 +137,9 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   actors::NodeHandle peer = running.hold(start_welcomed(b, second));
   REQUIRE(eventually([&] { return rounds(node) > 10 && node.stats().dims[0].peers == 2; }));
   const actors::DimensionStats line = node.stats().dims[0];
+  const auto view = actors::query_grid_view(a, node.actor());
+  REQUIRE(view.ok());
+  const std::uint64_t epoch = view.value().epoch;  // a bootstrap's: the wall clock's milliseconds
   const std::vector<float> model = read(*first.store);
   const std::uint16_t data_port = port_of(data_plane.value()->address());
   const std::size_t before_kb = resident_kb();
@@ -153,7 +156,7 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   // A frame declaring 2^31 floats for our line: refused before a byte of its payload is read or allocated.
   {
     dataplane::FrameHeader huge;
-    huge.key = {.epoch = 1, .layout_version = line.layout_version, .dim = 0, .line = line.line, .round = 1};
+    huge.key = {.epoch = epoch, .layout_version = line.layout_version, .dim = 0, .line = line.line, .round = 1};
     huge.from = 1;
     huge.length = std::uint32_t{1} << 31;
     auto s = intruder_link(data_port, 1);
@@ -165,8 +168,8 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   // Well-formed frames: of an older layout version (stale), and of ours from a node outside the line (malformed).
   {
     auto s = intruder_link(data_port, 1);
-    s->send(frame(line, 1, line.layout_version - 1, 64));
-    s->send(frame(line, 1, line.layout_version, 64));
+    s->send(frame(line, epoch, line.layout_version - 1, 64));
+    s->send(frame(line, epoch, line.layout_version, 64));
   }
   // Joins with the token for another model and another protocol, through the gate.
   caf::scoped_actor dialer{b};

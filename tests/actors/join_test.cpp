@@ -311,6 +311,35 @@ TEST_CASE("a joiner whose GridMaster dies after the challenge asks again, and ge
   CHECK(cluster.state(3).grid_master != grid_master);
 }
 
+// A "not a member" answer is never the cluster's: a seed that lost its cluster, or has not joined one yet, may be a
+// member a moment later. One that comes while the joiner waits to ask its seeds again (an answer to an earlier pass,
+// held up on the way) used to end the join as rejected: gridnode then exits 3, "restarting will not help", and the
+// service unit does not restart it. Here node 3 asks node 2 while node 2 is still joining, is told "not a member",
+// and in its pause gets another such answer; it asks again after the pause and gets in.
+TEST_CASE("a stray 'not a member' answer while a joiner waits to ask again does not end its join") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  cluster.add(1, make_store(64, 1.0f), true);
+  auto second = cluster.setup(2, make_store(64, 2.0f), true);
+  second.seed_node = cluster.node(1);
+  cluster.start(std::move(second));
+  auto third = cluster.setup(3, make_store(64, 3.0f), true);
+  third.seed_node = cluster.node(2);
+  cluster.start(std::move(third));
+  // Node 3 has asked node 2, which was no member yet, and waits to ask again.
+  REQUIRE(cluster.sim().run_until(
+      [&] { return cluster.state(3).join_requests > 0 && cluster.state(3).seed_next == 0; }, 1000));
+  REQUIRE(cluster.outcome(3).result == actors::JoinResult::pending);
+  caf::anon_send(cluster.node(3), actors::Reject{3, "the seed is not a member of a cluster", true});
+  cluster.sim().run();
+  CHECK(cluster.outcome(3).result == actors::JoinResult::pending);
+  for (int ms = 0; ms < 3000 && cluster.outcome(3).result == actors::JoinResult::pending; ms += 100) {
+    cluster.sim().advance_time(std::chrono::milliseconds(100));
+    cluster.sim().run();
+  }
+  const auto outcome = cluster.outcome(3);
+  CHECK_MESSAGE(outcome.result == actors::JoinResult::welcomed, outcome.reason);
+}
+
 // The seed itself dies with the Join unread. The joiner, watching it, asks again (the next seed at once; here, its
 // only seed, after the pause) rather than waiting for an answer that cannot come; with no seed alive it gives up at
 // its join timeout, saying what happened.

@@ -361,3 +361,55 @@ TEST_CASE("kill -9 of a random node, ten times, each restarted: rounds go on aft
   std::sort(went_on.begin(), went_on.end());
   MESSAGE("kill to rounds again: median " << went_on[went_on.size() / 2] << " s, worst " << went_on.back() << " s");
 }
+
+// More than half of a cluster lost at once: the survivors cannot elect a GridMaster (no strict majority of the
+// confirmed members votes), and they keep walking their old members' addresses. The operator rebuilds it there: one
+// dead node's address gets a node without --seed (a new cluster), another joins it. The survivors find the new
+// cluster at that address and join it as new members, and their old lines must give way to its lines, whose layout
+// versions start again from 1. Here the survivors had been through a failover, so their epoch was past the first:
+// when every cluster's first epoch was 1, the new one refused them for good ("a member of epoch 2, newer than this
+// cluster's 1"); survivors of a first epoch got in but sat out every round (their data plane held the new
+// cluster's line versions as old ones).
+TEST_CASE("after a majority is lost, a cluster rebuilt at a dead node's address takes the survivors in to average") {
+  Cluster cluster;
+  json last = start_running(cluster, 5);
+  const auto epoch = last["epoch"].get<std::uint64_t>();
+  const std::size_t gm = grid_master_index(cluster, last, 5);
+  cluster.node(gm).signal(SIGKILL);
+  const std::vector<std::size_t> four = all_but(5, {gm});
+  cluster.set_seed(joined(addresses(cluster, four)));
+  REQUIRE_MESSAGE(taken_over(cluster, last, epoch, 4, 10s), "last status: " << last.dump());
+  const auto before = rounds_by_address(last);
+
+  // Two of the four confirmed members killed at once: the two left are no strict majority.
+  const std::vector<std::size_t> survivors{four[0], four[1]}, dead{four[2], four[3]};
+  for (std::size_t i : dead) cluster.node(i).signal(SIGKILL);
+  std::this_thread::sleep_for(3s);  // past the connection timeout: the survivors walk
+  CHECK_FALSE(cluster.status(joined(addresses(cluster, survivors))).is_object());  // no cluster to show
+
+  const std::string rebuilt = cluster.address(dead[0]);
+  const std::size_t first = cluster.start_at(rebuilt, 20.0, true);
+  cluster.set_seed(rebuilt);
+  const std::size_t second = cluster.start_at(cluster.address(dead[1]), 20.0, false);
+  // All four in the new cluster; then the survivors' rounds go on there (their counts are their own, kept).
+  const bool listed = eventually([&] { return rounds_by_address(last = cluster.status(rebuilt)).size() == 4; }, 30s);
+  REQUIRE_MESSAGE(listed, "last status: " << last.dump() << "\n" << outputs(cluster, 5) << "rebuilt:\n"
+                                          << cluster.node(first).output() << "\njoined:\n"
+                                          << cluster.node(second).output());
+  const auto joined_at = rounds_by_address(last);
+  const bool averaging = eventually(
+      [&] {
+        const auto rounds = rounds_by_address(last = cluster.status(rebuilt));
+        if (rounds.size() != 4) return false;
+        for (std::size_t i : survivors) {
+          const std::string& a = cluster.address(i);
+          if (!rounds.count(a) || !joined_at.count(a) || rounds.at(a) < joined_at.at(a) + 20) return false;
+        }
+        return true;
+      },
+      20s);
+  CHECK_MESSAGE(averaging, "last status: " << last.dump() << "\nsurvivors:\n"
+                                           << cluster.node(survivors[0]).output() << "\n"
+                                           << cluster.node(survivors[1]).output());
+  CHECK(last["epoch"].get<std::uint64_t>() > epoch);  // the new cluster's, after the old one's
+}

@@ -56,23 +56,12 @@ class Cluster {
 
   // Starts a node holding `value`; the first one bootstraps the cluster. Returns its index.
   std::size_t start(double value, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"run", "--config", config_, "--listen", "127.0.0.1:0", "--set",
-                                  "learner.probe_value=" + std::to_string(value)};
-    if (!seed_.empty()) {
-      args.push_back("--seed");
-      args.push_back(seed_);
-    }
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto started = ChildProcess::start(gridnode, args);
-    REQUIRE_OK(started);
-    nodes_.push_back(std::move(started).value());
-    auto& node = *nodes_.back();
-    auto line = node.wait_for_line("listening on ", 30s);
-    REQUIRE_MESSAGE(line.has_value(), "node did not start: " << node.output());
-    std::string address = line->substr(line->find("listening on ") + 13);
-    addresses_.push_back(address);
-    if (seed_.empty()) seed_ = address;
-    return nodes_.size() - 1;
+    return launch(value, "127.0.0.1:0", !seed_.empty(), std::move(extra));
+  }
+  // Starts a node holding `value` at `listen` (a dead node's address, say): it joins through the seed, or with
+  // `bootstrap` starts a cluster of its own. Returns its index.
+  std::size_t start_at(const std::string& listen, double value, bool bootstrap) {
+    return launch(value, listen, !bootstrap, {});
   }
 
   ChildProcess& node(std::size_t i) { return *nodes_[i]; }
@@ -96,6 +85,26 @@ class Cluster {
   }
 
  private:
+  std::size_t launch(double value, const std::string& listen, bool join, std::vector<std::string> extra) {
+    std::vector<std::string> args{"run", "--config", config_, "--listen", listen, "--set",
+                                  "learner.probe_value=" + std::to_string(value)};
+    if (join) {
+      args.push_back("--seed");
+      args.push_back(seed_);
+    }
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto started = ChildProcess::start(gridnode, args);
+    REQUIRE_OK(started);
+    nodes_.push_back(std::move(started).value());
+    auto& node = *nodes_.back();
+    auto line = node.wait_for_line("listening on ", 30s);
+    REQUIRE_MESSAGE(line.has_value(), "node did not start: " << node.output());
+    std::string address = line->substr(line->find("listening on ") + 13);
+    addresses_.push_back(address);
+    if (seed_.empty()) seed_ = address;
+    return nodes_.size() - 1;
+  }
+
   static int& counter() {
     static int n = 0;
     return n;
