@@ -170,7 +170,8 @@ class Chaos {
               << " stops, " << figures_.restarts << " restarts) in " << seconds(Clock::now() - began_) / 60.0
               << " min; " << figures_.missed << " not recovered within 30 s\n"
               << "rounds completed: " << rounds << "\n"
-              << "failovers: " << took_over << " (a node took over as GridMaster), epochs seen: " << epoch_ << "\n";
+              << "failovers: " << took_over << " (a node took over as GridMaster), epochs seen: "
+              << (epoch_ ? epoch_ - first_epoch_ + 1 : 0) << " (from " << first_epoch_ << " to " << epoch_ << ")\n";
     summary("fault -> survivors' rounds go on", figures_.rounds_again);
     summary("GridMaster's node lost -> higher epoch", figures_.takeover);
     summary("GridMaster's node lost -> rounds under it", figures_.failover);
@@ -244,6 +245,7 @@ class Chaos {
         slot.rss_start = resident_kib(slot.process->pid());
     if (!v) return v;
     epoch_ = std::max(epoch_, v->epoch);
+    if (first_epoch_ == 0) first_epoch_ = v->epoch;
     for (const auto& n : v->nodes)
       for (auto& slot : slots_)
         if (slot.address == n.place.address) {
@@ -409,7 +411,8 @@ class Chaos {
   actors::Runtime runtime_{config::Config{}};
   std::vector<Slot> slots_;
   Figures figures_;
-  std::uint64_t epoch_ = 0;
+  std::uint64_t epoch_ = 0;        // the newest seen
+  std::uint64_t first_epoch_ = 0;  // the first seen: a bootstrap's is the wall clock, so count from it
   Clock::time_point began_ = Clock::now();
 };
 
