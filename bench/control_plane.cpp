@@ -32,9 +32,11 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/runtime.hpp"
+#include "bench/median.hpp"
 #include "config/config.hpp"
 
 using namespace gridtrain;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -46,12 +48,6 @@ namespace {
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 long rss_kib() {
   std::ifstream status("/proc/self/status");

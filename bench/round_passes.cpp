@@ -25,20 +25,17 @@
 #include "allreduce/elastic_update.hpp"
 #include "allreduce/round.hpp"
 #include "base/large_buffer.hpp"
+#include "bench/median.hpp"
 #include "learner/parameter_store.hpp"
 
 namespace {
 
 using namespace gridtrain;
+using bench::median;
 using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 [[gnu::noinline]] void add_run(std::size_t n, float* __restrict a, const float* __restrict b) {

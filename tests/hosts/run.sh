@@ -182,9 +182,9 @@ grep -q "warm start: copied the model" "$work/host4.log" || wait_for "grep -q 'w
 log "   cluster of 3 after $((SECONDS - t2)) s; host 4 copied a member's model"
 
 log "4. training goes on"
-wait_for "[ \"\$(metric 4 'gridtrain_rounds_total{dim=\"0\"')\" != '' ] && [ \"\$(metric 4 'gridtrain_rounds_total{dim=\"0\"')\" != 0 ]" 120 ||
+wait_for "rounds_above 4 0" 120 ||
   { echo "error: host 4 runs no rounds"; exit 1; }
-wait_for "[ \"\$(metric 2 'gridtrain_rounds_total{dim=\"0\"')\" -gt \"$rounds_before\" ]" 60 ||
+wait_for "rounds_above 2 $rounds_before" 60 ||
   { echo "error: host 2's rounds stopped"; exit 1; }
 for n in 1 2 4; do
   log "   host $n: samples $(metric "$n" gridtrain_samples_total), rounds $(metric "$n" 'gridtrain_rounds_total{dim="0"'), test accuracy $(metric "$n" gridtrain_test_accuracy)"
