@@ -2,8 +2,9 @@
 # Every GPU check and benchmark of the CUDA backend, in one run, on a GPU machine:
 #   1. builds the learner, the CUDA module, the learner tests and the CUDA benchmarks (CUDA required);
 #   2. runs the learner tests, the CUDA ones included (they must not skip here);
-#   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch eager, side by side: samples/s at the same
-#      batch, then test accuracy after 15 epochs each;
+#   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch, side by side: samples/s at the same batch
+#      (PyTorch eager, and PyTorch at its fastest: data on the GPU, the step as a CUDA graph), then test accuracy
+#      after 15 epochs each (gridtrain and PyTorch eager);
 #   4. times every cuDNN convolution algorithm on the CNN's convolutions, with its error against a direct sum;
 #   5. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node, by the
 #      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence);
@@ -120,9 +121,11 @@ data="$root/.gpu/data"
 step "samples/s side by side: gridtrain and PyTorch eager, batch $batch, $steps timed steps each"
 "$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --steps "$steps" | tee "$build/cnn_speed.txt" || status=1
 python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --steps "$steps" | tee "$build/torch_speed.txt" || status=1
+python3 bench/pytorch_cnn.py --graphs --data "$data" --batch "$batch" --steps "$steps" | tee "$build/torch_graphs.txt" || status=1
 step "the same at batch 256"
 "$build/bench/bench_cuda_cnn" --data "$data" --batch 256 --steps "$steps" | tee "$build/cnn_speed256.txt" || status=1
 python3 bench/pytorch_cnn.py --data "$data" --batch 256 --steps "$steps" | tee "$build/torch_speed256.txt" || status=1
+python3 bench/pytorch_cnn.py --graphs --data "$data" --batch 256 --steps "$steps" | tee "$build/torch_graphs256.txt" || status=1
 
 step "test accuracy after $epochs epochs, batch $batch: gridtrain"
 "$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/cnn_accuracy.txt" || status=1
@@ -165,8 +168,8 @@ else
 fi
 
 step "summary"
-grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/cnn_speed256.txt \
-  "$build"/torch_speed256.txt 2>/dev/null | grep -v "^ *epoch"
+grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/torch_graphs.txt \
+  "$build"/cnn_speed256.txt "$build"/torch_speed256.txt "$build"/torch_graphs256.txt 2>/dev/null | grep -v "^ *epoch"
 grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
 grep -h "^node [0-9]*: final test_accuracy" "$build"/demo.txt 2>/dev/null
