@@ -55,12 +55,23 @@ class Loss {
   virtual ~Loss() = default;
 
   // Scores `logits` (batch x classes, backend memory) against `labels` (host memory), keeping the
-  // probabilities for backward().
+  // probabilities for backward(). A backend may return before the loss is computed: result() waits for it, so
+  // that a training step can queue its backward pass and update before the host waits (a GPU never idles
+  // mid-step while the host catches up).
   // REQUIRES: 1 <= batch <= the maximum batch; every label in [0, classes).
-  virtual LossResult forward(int batch, const float* logits, const std::int32_t* labels) = 0;
+  virtual void score(int batch, const float* logits, const std::int32_t* labels) = 0;
+
+  // The last score()'s loss, once computed. REQUIRES: score() ran, and no score() since whose result was read.
+  virtual LossResult result() = 0;
+
+  // score(), then result().
+  LossResult forward(int batch, const float* logits, const std::int32_t* labels) {
+    score(batch, logits, labels);
+    return result();
+  }
 
   // dlogits = d(mean loss)/d(logits) = (softmax(logits) - onehot(labels)) / batch.
-  // REQUIRES: forward() on this batch was the last call.
+  // REQUIRES: score() on this batch was the last call (result() may come between).
   virtual void backward(int batch, const std::int32_t* labels, float* dlogits) = 0;
 };
 

@@ -257,8 +257,8 @@ class SoftmaxCrossEntropy final : public Loss {
  public:
   SoftmaxCrossEntropy(int classes, int max_batch) : classes_(classes), probs_(std::size_t(max_batch) * classes) {}
 
-  LossResult forward(int batch, const float* logits, const std::int32_t* labels) override {
-    LossResult r;
+  void score(int batch, const float* logits, const std::int32_t* labels) override {
+    LossResult& r = result_ = {};
     double total = 0;
     for (int n = 0; n < batch; ++n) {
       const float* z = logits + std::size_t(n) * classes_;
@@ -281,8 +281,9 @@ class SoftmaxCrossEntropy final : public Loss {
       r.correct += top == label;
     }
     r.loss = total / batch;
-    return r;
   }
+
+  LossResult result() override { return result_; }
 
   void backward(int batch, const std::int32_t* labels, float* dlogits) override {
     const float scale = 1.0f / static_cast<float>(batch);
@@ -297,6 +298,7 @@ class SoftmaxCrossEntropy final : public Loss {
  private:
   int classes_;
   std::vector<float> probs_;
+  LossResult result_;
 };
 
 }  // namespace

@@ -47,7 +47,7 @@ LayerGrads LayerStack::grads_of(const LayerShape& layer) {
   return {base + model_.tensor_offset(layer.first_tensor), base + model_.tensor_offset(layer.first_tensor + 1)};
 }
 
-LossResult LayerStack::forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels) {
+void LayerStack::start_forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels) {
   assert(batch >= 1 && batch <= max_batch_);
   assert(inputs.size() == model_.input_floats() * static_cast<std::size_t>(batch));
   assert(labels.size() == static_cast<std::size_t>(batch));
@@ -60,7 +60,7 @@ LossResult LayerStack::forward(int batch, std::span<const float> inputs, std::sp
   }
   std::copy(labels.begin(), labels.end(), labels_.begin());
   batch_ = batch;
-  return loss_->forward(batch, acts_.data() + act_offset_[last], labels_.data());
+  loss_->score(batch, acts_.data() + act_offset_[last], labels_.data());
 }
 
 void LayerStack::backward() {

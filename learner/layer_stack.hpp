@@ -30,10 +30,19 @@ class LayerStack {
 
   // Runs every layer and the loss over `batch` samples. inputs: batch x Model::input_floats(), host memory.
   // REQUIRES: 1 <= batch <= max_batch(); labels.size() == batch, each in [0, classes).
-  LossResult forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels);
+  LossResult forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels) {
+    start_forward(batch, inputs, labels);
+    return loss();
+  }
+
+  // forward() without waiting for the loss: a backend may still be computing it (Loss::score). A training step
+  // queues backward() and the update before it asks loss().
+  void start_forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels);
+  // The last forward's loss, once computed. REQUIRES: start_forward() ran since the last loss().
+  LossResult loss() { return loss_->result(); }
 
   // Fills grads() for the batch of the last forward().
-  // REQUIRES: forward() ran since the last backward().
+  // REQUIRES: forward() or start_forward() ran since the last backward().
   void backward();
 
   // Layer i's output for the last forward(), backend memory (batch x output floats). Layer 0's input is

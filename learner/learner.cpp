@@ -135,9 +135,10 @@ Result<StepResult> Learner::step() {
   LossResult loss;
   const Status ran = on_backend([&] {
     backend_->prepare();
-    loss = stack_.forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+    stack_.start_forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
     stack_.backward();
     backend_->update(learning_rate);
+    loss = stack_.loss();  // after the backward pass and update are queued: a GPU keeps busy while the host waits
   });
   if (!ran.ok()) return ran.error();
 

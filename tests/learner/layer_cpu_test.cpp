@@ -24,6 +24,7 @@ using gridtrain::learner::GemmShape;
 using gridtrain::learner::LayerGrads;
 using gridtrain::learner::LayerParams;
 using gridtrain::learner::LayerStack;
+using gridtrain::learner::LossResult;
 using gridtrain::learner::Model;
 using gridtrain::learner::testing::layer_shape;
 using gridtrain::testing::run_in_child;
@@ -211,6 +212,38 @@ TEST_CASE("flatten passes values and gradients through unchanged") {
   sa.backward();
   sb.backward();
   CHECK(std::equal(sa.grads(), sa.grads() + params.size(), sb.grads()));
+}
+
+TEST_CASE("the loss read after the backward pass is the forward pass's own, and the gradients are unchanged") {
+  // A training step queues forward, backward and update before it reads the loss (LayerStack::start_forward,
+  // then loss()): the loss must still be that minibatch's, and the gradients those of forward() then backward().
+  ModelConfig mc;
+  mc.input = {6};
+  mc.layers = {{.type = LayerType::dense, .units = 5}, {.type = LayerType::relu}, {.type = LayerType::dense, .units = 3},
+               {.type = LayerType::softmax_cross_entropy}};
+  const Model m = Model::build(mc).value();
+  CpuBackend cpu;
+  LayerStack early(m, cpu, 3), late(m, cpu, 3);
+  std::vector<float> params(m.parameter_count()), first(18), second(12);
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.3f * std::sin(static_cast<float>(i));
+  for (std::size_t i = 0; i < first.size(); ++i) first[i] = std::cos(static_cast<float>(i));
+  for (std::size_t i = 0; i < second.size(); ++i) second[i] = std::sin(static_cast<float>(3 * i));
+  cpu.upload(params, early.params());
+  cpu.upload(params, late.params());
+  const std::vector<std::int32_t> first_labels = {0, 2, 1}, second_labels = {2, 2};
+  for (int round = 0; round < 2; ++round) {  // two batches of different sizes: each loss is its own batch's
+    const auto& x = round == 0 ? first : second;
+    const auto& y = round == 0 ? first_labels : second_labels;
+    const int batch = static_cast<int>(y.size());
+    const LossResult want = early.forward(batch, x, y);
+    early.backward();
+    late.start_forward(batch, x, y);
+    late.backward();
+    const LossResult got = late.loss();
+    CHECK(got.loss == want.loss);
+    CHECK(got.correct == want.correct);
+    CHECK(std::equal(late.grads(), late.grads() + params.size(), early.grads()));
+  }
 }
 
 TEST_CASE("a layer stack skips the input gradient nobody needs, and still fills every parameter gradient") {
