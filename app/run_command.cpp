@@ -180,6 +180,10 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   if (args.resume_if_present) {
     std::error_code probe;
     resume = !t.checkpoint_path.empty() && std::filesystem::exists(t.checkpoint_path, probe);
+    // A checkpoint that cannot be looked at is not "no checkpoint": starting over would overwrite it.
+    if (probe)
+      return Error{.source = t.checkpoint_path, .key = "--resume-if-present",
+                   .message = "cannot tell whether a checkpoint is there: " + probe.message()};
     if (!resume)
       telemetry::tell("fresh_start",
                       t.checkpoint_path.empty()
