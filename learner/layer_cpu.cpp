@@ -258,7 +258,8 @@ class SoftmaxCrossEntropy final : public Loss {
   SoftmaxCrossEntropy(int classes, int max_batch) : classes_(classes), probs_(std::size_t(max_batch) * classes) {}
 
   void score(int batch, const float* logits, const std::int32_t* labels) override {
-    LossResult& r = result_ = {};
+    result_ = {};
+    LossResult& r = result_;
     double total = 0;
     for (int n = 0; n < batch; ++n) {
       const float* z = logits + std::size_t(n) * classes_;
