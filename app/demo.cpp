@@ -111,7 +111,8 @@ std::vector<Ending> relay_progress(Nodes& nodes, bool& stopped) {
     bool all_ended = true;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       while (auto line = nodes[i]->next_line(std::chrono::milliseconds(0))) {
-        if (line->starts_with("epoch ") || line->starts_with("final "))
+        // "training on": the CPU or a GPU, and why not a GPU.
+        if (line->starts_with("training on ") || line->starts_with("epoch ") || line->starts_with("final "))
           std::cout << "[node " << i << "] " << *line << std::endl;
         if (line->starts_with("final test_accuracy ")) endings[i].final_accuracy = line->substr(20);
       }

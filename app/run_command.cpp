@@ -7,7 +7,8 @@
 //   5. wait_for_join     welcomed, or exit 3 (rejected) / 1 (unreachable)
 //   6. warm_start        joining a running cluster: copy a member's model before training
 //   7. wait_for_members  --wait-members: the demo's nodes start training together
-//   8. serve             train beside the averaging until the epochs are done or a signal comes; then leave
+//   8. serve             say where it trains, train beside the averaging until the epochs are done or a signal
+//                        comes; then leave
 
 #include <malloc.h>
 #include <unistd.h>
@@ -345,6 +346,20 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   setup.progress = training.progress;
   setup.checkpoint_path = training.checkpoint_path;
   setup.checkpoint_every = plan.config.checkpoint.every;
+  // Where the training runs, said as it starts: with learner.device auto, a node whose machine has no usable GPU
+  // trains on the CPU, and its operator should read that and why, not guess it from the speed.
+  const learner::Learner& l = *training.learner;
+  std::string where(l.backend_name());
+  if (!l.backend_note().empty())
+    where += fmt::format(" (learner.device {}: {})", config::to_string(l.config().device), l.backend_note());
+  telemetry::tell("training",
+                  fmt::format("training on {}: {} parameters, {} samples in this node's shard, batch {}", where,
+                              l.model().parameter_count(), l.train_set().count, l.config().batch),
+                  {{"backend", l.backend_name()},
+                   {"note", l.backend_note()},
+                   {"parameters", l.model().parameter_count()},
+                   {"samples", l.train_set().count},
+                   {"batch", l.config().batch}});
   auto trainer = std::make_unique<learner::Trainer>(std::move(setup));
   trainer->start();
   return trainer;

@@ -103,6 +103,8 @@ TEST_CASE("a trained node resumed from its checkpoint continues from the saved s
   REQUIRE(first.exit_code == 0);
   CHECK(count_lines(first.output, "epoch ") == 2);
   CHECK(count_lines(first.output, "final test_accuracy ") == 1);
+  CHECK(count_lines(first.output, "training on cpu: ") == 1);  // where it trains, said once
+  CHECK(first.output.find(" 300 samples in this node's shard, batch 32") != std::string::npos);
   REQUIRE(fs::exists(dir.path / "ckpt" / "node-a.ckpt"));
 
   // 300 samples in batches of 32: 10 steps an epoch, so 2 epochs end at step 20.
@@ -114,6 +116,24 @@ TEST_CASE("a trained node resumed from its checkpoint continues from the saved s
   CHECK(resumed.output.find("at step 20") != std::string::npos);
   CHECK(count_lines(resumed.output, "epoch 3 ") == 1);
   CHECK(count_lines(resumed.output, "epoch 1 ") == 0);
+}
+
+TEST_CASE("with learner.device auto a node says where it trains, and why not on a GPU when it cannot") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  auto ran = run_command(gridnode, {"run", "--config", config.string(), "--set", "learner.device=auto"}, kGenerous);
+  INFO(ran.output);
+  REQUIRE(ran.exit_code == 0);
+  const auto at = ran.output.find("training on ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = ran.output.substr(at, ran.output.find('\n', at) - at);
+  if (line.starts_with("training on cuda: ")) {
+    MESSAGE("a usable GPU here: " << line);
+  } else {
+    // No GPU (CI), no driver or no CUDA module: the CPU, with the reason in the same line.
+    REQUIRE(line.starts_with("training on cpu (learner.device auto: "));
+    CHECK(line.find("): ") > std::string("training on cpu (learner.device auto: ").size());
+  }
 }
 
 TEST_CASE("a corrupt checkpoint is refused with an error and exit code 2") {
