@@ -286,7 +286,19 @@ extern "C" __attribute__((visibility("default"))) gridtrain::learner::Backend* g
   }
   int count = 0;
   if (const cudaError_t status = cudaGetDeviceCount(&count); status != cudaSuccess) {
-    write(error, error_size, std::string("no CUDA device: ") + cudaGetErrorString(status));
+    // The runtime reports a machine with no NVIDIA driver at all as a driver too old ("CUDA driver version is
+    // insufficient"): say both, with the version this build needs, so that a CPU-only machine reads as one.
+    std::string why = cudaGetErrorString(status);
+    if (status == cudaErrorInsufficientDriver) {
+      int driver = 0;
+      cudaDriverGetVersion(&driver);  // 0 when no driver is loaded
+      why = driver == 0 ? "no NVIDIA driver is loaded"
+                        : "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
+                              std::to_string(driver % 1000 / 10) + ", older than this build's";
+      why += " (this build needs one for CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
+             std::to_string(CUDART_VERSION % 1000 / 10) + " or newer)";
+    }
+    write(error, error_size, "no CUDA device: " + why);
     return nullptr;
   }
   if (count == 0) {

@@ -1,7 +1,7 @@
 // The CUDA backend: choosing it (these run everywhere), and, where a GPU is found, every layer and the loss
 // against the CPU backend, finite differences through it, and whole learners trained on both. Without a GPU the
-// GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: CUDA driver version is insufficient
-// for CUDA runtime version".
+// GPU cases pass at once, printing "skipped: <why>", e.g. "no CUDA device: no NVIDIA driver is loaded (this
+// build needs one for CUDA 13.0 or newer)".
 
 #include <doctest/doctest.h>
 
