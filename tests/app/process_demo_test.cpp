@@ -131,8 +131,11 @@ TEST_CASE("with learner.device auto a node says where it trains, and why not on 
     MESSAGE("a usable GPU here: " << line);
   } else {
     // No GPU (CI), no driver or no CUDA module: the CPU, with the reason in the same line.
-    REQUIRE(line.starts_with("training on cpu (learner.device auto: "));
-    CHECK(line.find("): ") > std::string("training on cpu (learner.device auto: ").size());
+    const std::string prefix = "training on cpu (learner.device auto: ";
+    REQUIRE(line.starts_with(prefix));
+    const auto reason_end = line.find("): ", prefix.size());
+    CHECK(reason_end != std::string::npos);
+    CHECK(reason_end > prefix.size());  // a reason, not an empty one
   }
 }
 
