@@ -171,7 +171,7 @@ class Chaos {
               << " min; " << figures_.missed << " not recovered within 30 s\n"
               << "rounds completed: " << rounds << "\n"
               << "failovers: " << took_over << " (a node took over as GridMaster), epochs seen: "
-              << (epoch_ ? epoch_ - first_epoch_ + 1 : 0) << " (from " << first_epoch_ << " to " << epoch_ << ")\n";
+              << epochs_seen_ << " (from " << first_epoch_ << " to " << epoch_ << ")\n";
     summary("fault -> survivors' rounds go on", figures_.rounds_again);
     summary("GridMaster's node lost -> higher epoch", figures_.takeover);
     summary("GridMaster's node lost -> rounds under it", figures_.failover);
@@ -244,8 +244,11 @@ class Chaos {
       if (slot.process && !slot.stopped && slot.rss_start < 0 && Clock::now() - slot.started > 60s)
         slot.rss_start = resident_kib(slot.process->pid());
     if (!v) return v;
-    epoch_ = std::max(epoch_, v->epoch);
-    if (first_epoch_ == 0) first_epoch_ = v->epoch;
+    if (v->epoch > epoch_) {
+      ++epochs_seen_;
+      if (epoch_ == 0) first_epoch_ = v->epoch;
+      epoch_ = v->epoch;
+    }
     for (const auto& n : v->nodes)
       for (auto& slot : slots_)
         if (slot.address == n.place.address) {
@@ -412,7 +415,10 @@ class Chaos {
   std::vector<Slot> slots_;
   Figures figures_;
   std::uint64_t epoch_ = 0;        // the newest seen
-  std::uint64_t first_epoch_ = 0;  // the first seen: a bootstrap's is the wall clock, so count from it
+  std::uint64_t first_epoch_ = 0;  // the first seen
+  // Counted, not epoch_ - first_epoch_ + 1: a takeover adds 1 to the epoch, but a cluster rebuilt after losing its
+  // majority bootstraps from the wall clock (milliseconds), which the difference would count as millions.
+  std::uint64_t epochs_seen_ = 0;
   Clock::time_point began_ = Clock::now();
 };
 

@@ -290,13 +290,13 @@ extern "C" __attribute__((visibility("default"))) gridtrain::learner::Backend* g
     // insufficient"): say both, with the version this build needs, so that a CPU-only machine reads as one.
     std::string why = cudaGetErrorString(status);
     if (status == cudaErrorInsufficientDriver) {
+      // CUDA's version numbers are 1000 * major + 10 * minor.
+      auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
       int driver = 0;
       cudaDriverGetVersion(&driver);  // 0 when no driver is loaded
       why = driver == 0 ? "no NVIDIA driver is loaded"
-                        : "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
-                              std::to_string(driver % 1000 / 10) + ", older than this build's";
-      why += " (this build needs one for CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
-             std::to_string(CUDART_VERSION % 1000 / 10) + " or newer)";
+                        : "the NVIDIA driver supports CUDA " + version(driver) + ", older than this build's";
+      why += " (this build needs one for CUDA " + version(CUDART_VERSION) + " or newer)";
     }
     write(error, error_size, "no CUDA device: " + why);
     return nullptr;
