@@ -14,6 +14,18 @@ namespace {
   for (std::size_t t = 0; t < n; ++t) m[t] = (keep * s[t] + alpha * mean[t]) + (m[t] - s[t]);
 }
 
+// The three in one, for a folded chunk; the same arithmetic as Round's mean and update_run with s = m (whose m − s
+// is kept as s − s, so that even an infinity or NaN comes out as the three passes make it).
+[[gnu::noinline]] void fold_run(std::size_t n, float* __restrict m, const float* __restrict theirs,
+                                float* __restrict mean, double inv, float keep, float alpha) {
+  for (std::size_t t = 0; t < n; ++t) {
+    const float s = m[t];
+    const float mu = static_cast<float>((static_cast<double>(s) + theirs[t]) * inv);
+    mean[t] = mu;
+    m[t] = (keep * s + alpha * mu) + (s - s);
+  }
+}
+
 }  // namespace
 
 void elastic_update(std::span<float> model_slice, std::span<const float> mean_slice, float alpha) {
@@ -32,6 +44,11 @@ void elastic_update(std::span<float> model_slice, std::size_t offset, const Roun
     // m - s is exactly 0 and the result is bit for bit the plain update (alpha = 1 gives the mean).
     update_run(mean.size(), model_slice.data() + (at - offset), fetched.data() + at, mean.data(), keep, alpha);
   });
+}
+
+void fold_contribution(std::span<float> model_slice, std::span<const float> theirs, std::span<float> mean, double inv,
+                       float alpha) {
+  fold_run(model_slice.size(), model_slice.data(), theirs.data(), mean.data(), inv, 1.0f - alpha, alpha);
 }
 
 }  // namespace gridtrain::allreduce

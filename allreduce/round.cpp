@@ -153,43 +153,73 @@ std::span<const Send> Round::scatter() {
   return outbox_;
 }
 
+Verdict Round::judge(const ScatterChunk& in, std::uint32_t& chunk) const {
+  switch (key_order(in.key, key_)) {
+    case KeyOrder::same: break;
+    case KeyOrder::older: return Verdict::stale;
+    case KeyOrder::newer: return Verdict::newer;
+    case KeyOrder::foreign: return Verdict::malformed;
+  }
+  // Never trust a peer: only a chunk of our block, from another peer, with the right length.
+  const auto c = partition_.find_chunk(in.offset, in.data.size());
+  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != self_) return Verdict::malformed;
+  if (contributed_[std::size_t{*c - first_chunk_} * peers() + in.from]) return Verdict::duplicate;
+  // The chunk is reduced already: its mean has been sent, so this contribution cannot count.
+  if (finished_ || counts_[*c] > 0) return Verdict::late;
+  chunk = *c;
+  return Verdict::accepted;
+}
+
 // Algorithm 1, lines 7-9: receive a block from peer i and store it in r(i), until theta_r of the
 // peers have sent. We keep a running sum instead of p copies, so r costs N/p doubles.
 Outcome Round::on_scatter(const ScatterChunk& in) {
   outbox_.clear();
-  if (const Verdict v = check_key(in.key); v != Verdict::accepted) return {v, {}};
-  // Never trust a peer: only a chunk of our block, from another peer, with the right length.
-  const auto c = partition_.find_chunk(in.offset, in.data.size());
-  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != self_) {
-    ++counters_.malformed;
-    return {Verdict::malformed, {}};
+  std::uint32_t c = 0;
+  switch (const Verdict v = judge(in, c); v) {
+    case Verdict::accepted: break;
+    case Verdict::duplicate: ++counters_.duplicate; return {v, {}};
+    case Verdict::late: ++counters_.late; return {v, {}};
+    case Verdict::stale: ++counters_.stale; return {v, {}};
+    case Verdict::newer: ++counters_.newer; return {v, {}};
+    case Verdict::malformed: ++counters_.malformed; return {v, {}};
   }
-  const std::uint32_t k = *c - first_chunk_;
-  std::uint8_t& seen = contributed_[std::size_t{k} * peers() + in.from];
-  if (seen) {
-    ++counters_.duplicate;
-    return {Verdict::duplicate, {}};
-  }
-  // The chunk is reduced already: its mean has been sent, so this contribution cannot count.
-  if (finished_ || counts_[*c] > 0) {
-    ++counters_.late;
-    return {Verdict::late, {}};
-  }
-  seen = 1;
+  const std::uint32_t k = c - first_chunk_;
+  contributed_[std::size_t{k} * peers() + in.from] = 1;
   if (started_ && contributions_[k] + 1 == peers()) {
     // The last contribution: the chunk is reduced now whatever the quorum, so its sum need not be stored first
     // (one pass over the chunk instead of two; the same arithmetic).
     ++contributions_[k];
-    reduce(*c, in.data);
+    reduce(c, in.data);
     complete_if_quorum();
     return {Verdict::accepted, outbox_};
   }
   accumulate(k, in.offset, in.data);
   // Line 9: until received from theta_r of the peers. Before scatter() our own part is missing.
   if (started_ && quorum_met(contributions_[k], reduce_quorum_, peers())) {
-    reduce(*c);
+    reduce(c);
     complete_if_quorum();
   }
+  return {Verdict::accepted, outbox_};
+}
+
+// The last contribution to a chunk whose sum so far is our own alone, still to be read: on_scatter()'s first case
+// with own_only_in_send_, where the caller reads our values itself.
+std::optional<FoldTarget> Round::fold_target(const ScatterChunk& in) {
+  std::uint32_t c = 0;
+  if (!started_ || judge(in, c) != Verdict::accepted) return std::nullopt;
+  const std::uint32_t k = c - first_chunk_;
+  if (!own_only_in_send_[k] || contributions_[k] + 1 != peers()) return std::nullopt;
+  const Range r = partition_.chunk(c);
+  return FoldTarget{c, in.from, std::span<float>(result_).subspan(r.offset, r.length), 1.0 / peers()};
+}
+
+Outcome Round::folded(const FoldTarget& target) {
+  outbox_.clear();
+  const std::uint32_t k = target.chunk - first_chunk_;
+  contributed_[std::size_t{k} * peers() + target.from] = 1;
+  ++contributions_[k];
+  mean_written(target.chunk);
+  complete_if_quorum();
   return {Verdict::accepted, outbox_};
 }
 
@@ -215,6 +245,12 @@ void Round::reduce(std::uint32_t c, std::span<const float> last) {
   } else {
     mean_run(r.length, mean, sum, last.data(), inv);
   }
+  mean_written(c);
+}
+
+void Round::mean_written(std::uint32_t c) {
+  const Range r = partition_.chunk(c);
+  const std::uint32_t n = contributions_[c - first_chunk_];
   counts_[c] = n;
   mean_order_.push_back(c);
   if (n < peers()) ++counters_.short_reductions;

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -68,6 +69,15 @@ struct ReducedTarget {
   std::span<float> into;
 };
 
+// Where a contribution that Round::fold_target() accepts is reduced: the chunk, the sender, the chunk's mean in
+// result(), and 1/n for the mean = (ours + theirs)·(1/n).
+struct FoldTarget {
+  std::uint32_t chunk = 0;
+  std::uint32_t from = 0;
+  std::span<float> mean;
+  double inv = 0;
+};
+
 // One allreduce round of BIDMach (Algorithm 1 of the paper) among the p peers of a line, seen
 // from peer `self`, as a state machine with no I/O: the caller moves the messages and the clock.
 //
@@ -80,6 +90,7 @@ struct ReducedTarget {
 //   on Verdict::newer: send(round.finish());
 //   once round.complete(): elastic_update(model slice, offset, round, alpha), tensor by tensor;
 //   or, chunk by chunk as each mean comes: means_in_order() lists them (the data plane does this).
+//   With two peers the data plane folds our block instead: fold_target(), then one pass over the model, folded().
 //
 // Nothing is reduced and the round does not complete before scatter() (unless finish() forces
 // it): until then our own contribution is missing. Messages that come earlier are kept and count.
@@ -126,7 +137,8 @@ class Round {
   // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks. All of it before
   // scatter(), or chunk by chunk: a chunk of another block before its Send goes out, a chunk of our block before
   // the Round reduces it (an on_scatter() for it; scatter() when our values alone are a quorum; deadline_passed(),
-  // finish()). The data plane does the latter (dataplane/line_runner.hpp).
+  // finish()), except a chunk that is folded (fold_target()). The data plane does the latter
+  // (dataplane/line_runner.hpp).
   std::span<float> send_buffer() { return send_; }
   std::span<const float> send_buffer() const { return send_; }
 
@@ -138,6 +150,16 @@ class Round {
   // 3. Reduce: a contribution to a chunk of our block. Once a quorum of contributions is in, the
   // mean goes out to every other peer.
   Outcome on_scatter(const ScatterChunk& chunk);
+
+  // 3, folded. Whether `in` would reduce its chunk now from our own contribution and `in` alone (two peers, our
+  // own contribution counted by scatter() and not yet summed with another): then a caller that has not copied our
+  // values into send_ for the chunk may, instead, read them from the model, write the mean and apply the chunk's
+  // elastic update in one pass (allreduce::fold_contribution) and report it with folded(). One pass over the
+  // chunk rather than three (snapshot, mean, update), and send_ is not read for it. Changes and counts nothing:
+  // where it says no, the caller fills send_ and calls on_scatter(), which judges `in` as ever.
+  std::optional<FoldTarget> fold_target(const ScatterChunk& in);
+  // REQUIRES: fold_target(in) gave `target`, its mean is written, and nothing since has changed the round.
+  Outcome folded(const FoldTarget& target);
 
   // 4./5. Gather and complete: the mean of a chunk of another peer's block.
   Outcome on_reduced(const ReducedChunk& chunk);
@@ -193,6 +215,11 @@ class Round {
   Verdict check_key(const RoundKey& key);
   // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
   void reduce(std::uint32_t c, std::span<const float> last = {});
+  // Chunk c has its mean, over its contributions so far, in result_: counted, and sent to every other peer.
+  void mean_written(std::uint32_t c);
+  // The checks on_scatter() makes before it takes a contribution: our block's chunk `in` adds to, or the verdict.
+  // Counts nothing.
+  Verdict judge(const ScatterChunk& in, std::uint32_t& chunk) const;
   void complete_if_quorum();
   // Our index, the settings and what follows from them and partition_; buffers sized to match (capacity kept).
   void configure(std::uint32_t self, const RoundConfig& config);

@@ -12,6 +12,11 @@ using Version = std::pair<std::uint64_t, std::uint64_t>;
 
 Version version_of(const allreduce::RoundKey& key) { return {key.epoch, key.layout_version}; }
 
+// Slot::fetched, per chunk: its snapshot is in the round's send buffer; or it was folded (its snapshot, mean and
+// update made in one pass, nothing in the send buffer, the update applied).
+constexpr std::uint8_t kFetched = 1;
+constexpr std::uint8_t kFolded = 2;
+
 Landing landing_of(Landing::Kind kind) {
   Landing landing;
   landing.kind = kind;
@@ -149,7 +154,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
 void LineRunner::fetch(std::uint32_t i, std::uint32_t chunk) {
   Slot& slot = slots_[i];
   if (chunk >= slot.fetched.size() || slot.fetched[chunk]) return;
-  slot.fetched[chunk] = 1;
+  slot.fetched[chunk] = kFetched;
   const allreduce::Range r = slot.round->partition().chunk(chunk);
   model_.fetch(r.offset, slot.round->send_buffer().subspan(r.offset, r.length));
 }
@@ -193,10 +198,12 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   const auto means = round.means_in_order();
   const auto alpha = static_cast<float>(line_->round.elastic_rate);
   for (; slot.applied < means.size(); ++slot.applied) {
-    const allreduce::Range r = round.partition().chunk(means[slot.applied]);
+    const std::uint32_t c = means[slot.applied];
+    if (slot.fetched[c] == kFolded) continue;  // its update came with its mean
+    const allreduce::Range r = round.partition().chunk(c);
     // A mean may come before our snapshot of the chunk was taken (a quorum without us): the update then moves the
     // model from where it is now.
-    fetch(i, means[slot.applied]);
+    fetch(i, c);
     model_.update(round, r.offset, r.offset + r.length, alpha);
   }
   if (slot.done || !round.complete()) return;
@@ -257,17 +264,29 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
     ++counters_.stale_dropped;
     return;
   }
-  allreduce::Round& round = *slots_[landing.slot].round;
-  if (landing.kind == Landing::Kind::scratch) {
-    // Our own values for the chunk, just before the Round reduces them with this contribution.
+  Slot& slot = slots_[landing.slot];
+  allreduce::Round& round = *slot.round;
+  allreduce::Outcome outcome;
+  if (landing.kind == Landing::Kind::result) {
+    outcome = round.reduced_arrived(landing.chunk, h.count);
+  } else {
+    const allreduce::ScatterChunk in{h.key, h.from, h.offset, scratch.first(landing.floats)};
+    // Our own values for the chunk, read just as the Round reduces them with this contribution: folded where they
+    // are all the sum lacks, else copied out first.
     const allreduce::Range own = round.partition().block(round.self());
-    if (h.offset >= own.offset && h.offset < own.offset + own.length)
-      fetch(landing.slot, round.partition().chunk_containing(h.offset));
+    const bool ours = h.offset >= own.offset && h.offset < own.offset + own.length;
+    const std::uint32_t c = ours ? round.partition().chunk_containing(h.offset) : 0;
+    std::optional<allreduce::FoldTarget> fold;
+    if (ours && model_.fold && !slot.fetched[c]) fold = round.fold_target(in);
+    if (fold) {
+      model_.fold(h.offset, in.data, fold->mean, fold->inv, static_cast<float>(line_->round.elastic_rate));
+      slot.fetched[c] = kFolded;
+      outcome = round.folded(*fold);
+    } else {
+      if (ours) fetch(landing.slot, c);
+      outcome = round.on_scatter(in);
+    }
   }
-  const allreduce::Outcome outcome =
-      landing.kind == Landing::Kind::result
-          ? round.reduced_arrived(landing.chunk, h.count)
-          : round.on_scatter(allreduce::ScatterChunk{h.key, h.from, h.offset, scratch.first(landing.floats)});
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();

@@ -15,6 +15,8 @@
 // window per peer, in chunk order: the owner of block j reduces its chunks in the order every peer sends them, so
 // no peer waits on another's window; and a silent peer stops only the chunks of its own block, which nobody else
 // could reduce anyway.
+// With two peers, a chunk of our own block is not copied out at all: when the other peer's contribution lands, our
+// values are read from the model, the mean written and the chunk's update applied in one pass (Round::fold_target).
 // Each chunk's elastic
 // update is applied as its mean comes (our own block's as we reduce it), while the mean is still in the cache and
 // the peers are still sending: no pass over the whole model waits for the last chunk. So a round that is abandoned
@@ -51,6 +53,13 @@ struct ModelAccess {
   // The elastic update of the model's floats [begin, end) from the round's result where it has means, each tensor
   // under its lock (allreduce/elastic_update.hpp). Called once per chunk, as its mean comes.
   std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, float alpha)> update;
+  // A chunk of our block folded (allreduce::Round::fold_target, two peers): over the model's floats
+  // [offset, offset + theirs.size()), each tensor under its lock, our values, their mean with `theirs` into `mean`
+  // and the elastic update in one pass (allreduce::fold_contribution). Optional: without it every chunk is
+  // fetched, reduced and updated in three passes.
+  std::function<void(std::size_t offset, std::span<const float> theirs, std::span<float> mean, double inv,
+                     float alpha)>
+      fold;
 };
 
 // The line a node is in, in one dimension, for one layout version.
@@ -166,7 +175,7 @@ class LineRunner {
     bool done = false;    // it completed and its RoundDone was told
     std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
-    std::vector<std::uint8_t> fetched;  // per chunk: its snapshot is in the round's send buffer
+    std::vector<std::uint8_t> fetched;  // per chunk: kFetched, kFolded or 0
     std::vector<allreduce::Send> held;  // our scatter chunks, by peer, in chunk order (capacity kept)
     std::vector<std::size_t> next;      // per peer: its next chunk in held
     std::vector<std::size_t> end;       // per peer: the end of its chunks in held

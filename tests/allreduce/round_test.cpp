@@ -587,3 +587,76 @@ TEST_CASE("a reduced chunk read straight into the result counts once its payload
   CHECK(peer0.counters().malformed == 3);
   CHECK(peer0.counters().stale == 1);
 }
+
+TEST_CASE("with two peers a contribution folds: the mean written by the caller goes out as on_scatter would send it") {
+  // N = 8, p = 2, chunks of 2: our block (peer 0) is [0,4), chunks 0 and 1.
+  const RoundConfig cfg = config(1, 1, QuorumMode::fraction, 2);
+  Round folding = Round::create(kKey, 8, 2, 0, cfg).value();
+  Round plain = Round::create(kKey, 8, 2, 0, cfg).value();
+  const std::vector<float> theirs{0.5f, 1.25f};
+  const ScatterChunk in{kKey, 1, 2, theirs};  // chunk 1, from peer 1
+
+  CHECK_FALSE(folding.fold_target(in));  // before scatter our own contribution is not counted yet
+  std::vector<float> model{3, 4, 5.5f, 6.75f, 7, 8, 9, 10};
+  std::copy(model.begin(), model.end(), plain.send_buffer().begin());
+  std::copy(model.begin() + 4, model.end(), folding.send_buffer().begin() + 4);  // the other block only
+  folding.scatter();
+  plain.scatter();
+
+  RoundKey older = kKey;
+  older.round -= 1;
+  CHECK_FALSE(folding.fold_target({older, 1, 2, theirs}));
+  CHECK_FALSE(folding.fold_target({kKey, 1, 4, theirs}));  // peer 1's block: not ours to reduce
+  CHECK_FALSE(folding.fold_target({kKey, 0, 2, theirs}));  // from ourselves
+  CHECK_FALSE(folding.fold_target({kKey, 1, 2, std::span<const float>(theirs).first(1)}));  // not a chunk
+  CHECK(folding.counters().malformed == 0);  // fold_target counts nothing: on_scatter judges these
+  CHECK(folding.counters().stale == 0);
+
+  const std::optional<FoldTarget> target = folding.fold_target(in);
+  REQUIRE(target);
+  CHECK(target->chunk == 1);
+  CHECK(target->from == 1);
+  CHECK(target->mean.data() == folding.result().data() + 2);
+  CHECK(target->mean.size() == 2);
+  CHECK(target->inv == 0.5);
+  CHECK(folding.count(1) == 0);  // nothing counted before the caller reports it
+  std::vector<float> folded_model = model;
+  fold_contribution(std::span<float>(folded_model).subspan(2, 2), theirs, target->mean, target->inv, 0.3f);
+  const Outcome folded = folding.folded(*target);
+  const Outcome reduced = plain.on_scatter(in);
+  REQUIRE(folded.verdict == Verdict::accepted);
+  REQUIRE(reduced.verdict == Verdict::accepted);
+  REQUIRE(folded.sends.size() == 1);
+  REQUIRE(reduced.sends.size() == 1);
+  CHECK(folded.sends[0].to == reduced.sends[0].to);
+  CHECK(folded.sends[0].chunk == reduced.sends[0].chunk);
+  CHECK(folded.sends[0].count == 2);
+  CHECK(std::vector<float>(folded.sends[0].data.begin(), folded.sends[0].data.end()) ==
+        std::vector<float>(reduced.sends[0].data.begin(), reduced.sends[0].data.end()));
+  CHECK(folded.sends[0].data[0] == 3.0f);  // (5.5 + 0.5) / 2
+  CHECK(folded.sends[0].data[1] == 4.0f);  // (6.75 + 1.25) / 2
+  CHECK(folding.count(1) == 2);
+  CHECK(std::vector<std::uint32_t>(folding.means_in_order().begin(), folding.means_in_order().end()) ==
+        std::vector<std::uint32_t>{1});
+
+  // The model as the three passes leave it: the snapshot, the mean, the update.
+  std::vector<float> three = model;
+  elastic_update(three, 0, plain, 0.3f);
+  CHECK(folded_model[2] == three[2]);
+  CHECK(folded_model[3] == three[3]);
+  CHECK(folded_model[2] != model[2]);
+
+  // Once in, the same contribution neither folds again nor counts twice.
+  CHECK_FALSE(folding.fold_target(in));
+  CHECK(folding.on_scatter(in).verdict == Verdict::duplicate);
+  CHECK(folding.counters().short_reductions == 0);
+}
+
+TEST_CASE("with three peers nothing folds: a contribution is summed with ours, which must be in the send buffer") {
+  Round round = Round::create(kKey, 9, 3, 0, config(1, 1, QuorumMode::fraction, 3)).value();
+  round.scatter();
+  const std::vector<float> theirs{1, 2, 3};
+  CHECK_FALSE(round.fold_target({kKey, 1, 0, theirs}));
+  CHECK(round.on_scatter({kKey, 1, 0, theirs}).verdict == Verdict::accepted);
+  CHECK_FALSE(round.fold_target({kKey, 2, 0, theirs}));  // the last one, but the sum holds two already
+}

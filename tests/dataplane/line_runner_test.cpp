@@ -2,10 +2,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "allreduce/elastic_update.hpp"
@@ -41,6 +43,12 @@ struct TestNode : Outbox {
     access.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
       allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
+    // As the node's store does it (actors/dimension_node.cpp); fold_off() takes it away.
+    access.fold = [this](std::size_t offset, std::span<const float> theirs, std::span<float> mean, double inv,
+                         float alpha) {
+      folded.push_back(offset);
+      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), theirs, mean, inv, alpha);
+    };
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);
   }
@@ -60,6 +68,7 @@ struct TestNode : Outbox {
   std::uint64_t id;
   Wire& wire;
   std::vector<float> model;
+  std::vector<std::size_t> folded;  // the offsets of the chunks folded, in order
   ModelAccess access;
   DimensionCounters counters;
   std::vector<RoundEvent> events;
@@ -353,5 +362,61 @@ TEST_CASE("a silent peer stops only its own block's chunks: the others complete 
     CHECK(line.nodes[i]->events.back().chunks_missing == 10);  // node 30's block, which only it could reduce
     // The two blocks of nodes 10 and 20 hold the mean of the two: (0 + 100) / 2 + index.
     for (std::size_t j = 0; j < 40; ++j) CHECK(line.nodes[i]->model[j] == static_cast<float>(50 + j));
+  }
+}
+
+TEST_CASE("with two peers a chunk of our block is folded: models and frames bit for bit as three passes make them") {
+  // α = 0.3 and values that do not average to round numbers, so that any change in the arithmetic would show.
+  allreduce::RoundConfig c = exact(3);
+  c.elastic_rate = 0.3;
+  auto values = [](std::uint32_t node, std::size_t j) { return 0.1f * static_cast<float>(node * 7 + j * j) + 1e-3f; };
+  auto run = [&](bool fold) {
+    Line line(2, 40, c);  // blocks of 20 floats: 7 chunks each, the last one short
+    for (std::uint32_t i = 0; i < 2; ++i) {
+      for (std::size_t j = 0; j < 40; ++j) line.nodes[i]->model[j] = values(i, j);
+      if (!fold) line.nodes[i]->access.fold = nullptr;
+    }
+    std::vector<std::vector<float>> reduced(2);  // the means each node sent, in order
+    for (std::uint64_t r = 1; r <= 3; ++r) {
+      for (auto& n : line.nodes) n->runner->start_round(line.key(r));
+      // The learner moves node 10's model between the round's start and the first contribution's landing: a folded
+      // chunk reads the model as it is when the contribution lands, as a fetch just before the reduce does.
+      line.nodes[0]->model[1] += 0.5f;
+      line.nodes[0]->model[25] -= 0.25f;
+      while (!line.wire.frames.empty()) {
+        Frame f = std::move(line.wire.frames.front());
+        line.wire.frames.pop_front();
+        if (f.header.kind == FrameKind::reduced)
+          reduced[f.from == 10 ? 0 : 1].insert(reduced[f.from == 10 ? 0 : 1].end(), f.payload.begin(), f.payload.end());
+        line.deliver(f);
+      }
+      for (auto& n : line.nodes) REQUIRE(n->done() == r);
+    }
+    std::vector<std::vector<float>> models{line.nodes[0]->model, line.nodes[1]->model};
+    std::vector<std::size_t> folds{line.nodes[0]->folded.size(), line.nodes[1]->folded.size()};
+    return std::tuple(models, reduced, folds);
+  };
+  const auto [models_folded, means_folded, folds] = run(true);
+  const auto [models_three, means_three, none] = run(false);
+  CHECK(folds == std::vector<std::size_t>{21, 21});  // 7 chunks of its block a round, each once, for 3 rounds
+  CHECK(none == std::vector<std::size_t>{0, 0});
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    REQUIRE(models_folded[i].size() == models_three[i].size());
+    CHECK(std::memcmp(models_folded[i].data(), models_three[i].data(), models_three[i].size() * sizeof(float)) == 0);
+    REQUIRE(means_folded[i].size() == 60);
+    REQUIRE(means_folded[i].size() == means_three[i].size());
+    CHECK(std::memcmp(means_folded[i].data(), means_three[i].data(), means_three[i].size() * sizeof(float)) == 0);
+  }
+  // The update did happen: node 10's float 0 moved 30% of the way to the mean of the two.
+  CHECK(models_folded[0][0] != values(0, 0));
+}
+
+TEST_CASE("a line of three folds nothing: its sums need our values kept") {
+  Line line(3, 30, exact(2));
+  line.round(1);
+  for (auto& n : line.nodes) {
+    CHECK(n->done() == 1);
+    CHECK(n->folded.empty());
   }
 }
