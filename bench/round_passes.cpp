@@ -7,7 +7,9 @@
 // chunk reduced into the mean (Round::on_scatter), the means exchanged (Round::on_reduced: a copy, standing in for
 // the socket's receive), and the elastic update applied chunk by chunk (allreduce::elastic_update, under the tensor
 // locks). Timed for peer 0 alone, phase by phase, each a pass over the model or its half as the data plane makes
-// it. For scale, two passes any allreduce of N floats makes or needs: a memcpy of the model (a socket copy moves
+// it. Then the same round as the data plane makes it with two peers, our block folded (Round::fold_target): the
+// other block's snapshot and update as before, our block's snapshot, mean and update in one pass
+// (allreduce::fold_contribution, under the tensor locks). For scale, two passes any allreduce of N floats makes or needs: a memcpy of the model (a socket copy moves
 // as many bytes) and a bare reduce of half of it (a[i] += b[i], MPI's part with two processes).
 //
 //   bench_round_passes [--floats 16777216] [--chunk 262144] [--repeats 5]
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
   std::fill(reduce_a.begin(), reduce_a.end(), 1.0f);
   std::fill(reduce_b.begin(), reduce_b.end(), 2.0f);
 
-  std::vector<double> snapshot, reduce, exchange, update, memcpy_ms, bare_reduce;
+  std::vector<double> snapshot, reduce, exchange, update, memcpy_ms, bare_reduce, fold_other, fold_own;
   for (int rep = 0; rep < repeats + 1; ++rep) {  // the first repeat touches every page: not counted
     for (std::uint32_t p = 0; p < 2; ++p) rounds[p].reset({1, 1, 0, 0, static_cast<std::uint64_t>(rep)});
     auto t = Clock::now();
@@ -141,6 +143,55 @@ int main(int argc, char** argv) {
       });
     }
     const double upd = ms_since(t);
+    // The folded round: peer 0 snapshots and later updates peer 1's block, and folds peer 1's chunks of its own.
+    for (std::uint32_t p = 0; p < 2; ++p) rounds[p].reset({1, 1, 0, 0, static_cast<std::uint64_t>(rep) + 1000});
+    const allreduce::Range other = part.block(1);
+    t = Clock::now();
+    for (std::uint32_t c = part.first_chunk(1); c < part.chunk_count(); ++c) {
+      const allreduce::Range r = part.chunk(c);
+      stores[0]->fetch_range(r.offset, rounds[0].send_buffer().subspan(r.offset, r.length));
+    }
+    double other_ms = ms_since(t);
+    stores[1]->fetch(rounds[1].send_buffer());
+    rounds[0].scatter();
+    rounds[1].scatter();  // its chunks for peer 0 are to_peer[1]'s: the same offsets, now from this round's buffer
+    t = Clock::now();
+    for (const auto& s : to_peer[1]) {
+      const allreduce::ScatterChunk in{rounds[0].key(), 1, s.offset,
+                                       std::span<const float>(rounds[1].send_buffer()).subspan(s.offset, s.data.size())};
+      const auto target = rounds[0].fold_target(in);
+      if (!target) {
+        std::fprintf(stderr, "bench_round_passes: a chunk of our block did not fold\n");
+        return 1;
+      }
+      stores[0]->update_range(s.offset, s.offset + s.data.size(), [&](std::size_t offset, std::span<float> values) {
+        const std::size_t from = offset - s.offset;
+        allreduce::fold_contribution(values, in.data.subspan(from, values.size()),
+                                     target->mean.subspan(from, values.size()), target->inv, alpha);
+      });
+      rounds[0].folded(*target);
+    }
+    const double folding = ms_since(t);
+    for (const auto& s : to_peer[0]) {
+      const allreduce::ScatterChunk in{rounds[1].key(), 0, s.offset,
+                                       std::span<const float>(rounds[0].send_buffer()).subspan(s.offset, s.data.size())};
+      rounds[1].on_scatter(in);
+    }
+    for (std::uint32_t c = part.first_chunk(1); c < part.chunk_count(); ++c) {
+      const allreduce::Range r = part.chunk(c);
+      const std::span<const float> mean = std::span<const float>(rounds[1].result()).subspan(r.offset, r.length);
+      rounds[0].on_reduced({rounds[0].key(), 1, r.offset, 2, mean});
+    }
+    if (!rounds[0].complete()) {
+      std::fprintf(stderr, "bench_round_passes: the folded round did not complete\n");
+      return 1;
+    }
+    t = Clock::now();
+    stores[0]->update_range(other.offset, other.offset + other.length, [&](std::size_t offset, std::span<float> v) {
+      allreduce::elastic_update(v, offset, rounds[0], alpha);
+    });
+    other_ms += ms_since(t);
+
     t = Clock::now();
     stores[0]->fetch(std::span<float>(copy_to));
     const double mc = ms_since(t);
@@ -154,6 +205,8 @@ int main(int argc, char** argv) {
     update.push_back(upd);
     memcpy_ms.push_back(mc);
     bare_reduce.push_back(bare);
+    fold_other.push_back(other_ms);
+    fold_own.push_back(folding);
   }
 
   std::printf("model: %zu floats (%.1f MB), chunks of %u floats, 2 peers, α = %.2f; ms per node per round, median "
@@ -166,9 +219,15 @@ int main(int argc, char** argv) {
   row("elastic update (chunk by chunk, under the lock)", median(update));
   row("= the passes of a training round", own);
   row("the means received (on_reduced: a copy, as a socket's)", median(exchange));
+  std::printf("the same round with our block folded (two peers, as the data plane runs it):\n");
+  row("the other block: snapshot and elastic update", median(fold_other));
+  row("our block: snapshot, mean and update in one pass (folded)", median(fold_own));
+  const double folded_total = median(fold_other) + median(fold_own);
+  row("= the passes of a folded round", folded_total);
   std::printf("for scale:\n");
   row("memcpy of the whole model", median(memcpy_ms));
   row("bare reduce of half the model (a += b, MPI's with 2)", median(bare_reduce));
   row("the passes of a training round less a bare reduce", own - median(bare_reduce));
+  row("the passes of a folded round less a bare reduce", folded_total - median(bare_reduce));
   return 0;
 }
