@@ -106,12 +106,12 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
       allreduce::elastic_update(values, offset, round, alpha);
     });
   };
-  data.model.fold = [store](std::size_t offset, std::span<const float> theirs, std::span<float> mean, double inv,
-                            float alpha) {
+  data.model.fold = [store](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
+                            std::span<float> mean, double inv, float alpha) {
     store->update_range(offset, offset + theirs.size(), [&](std::size_t at, std::span<float> values) {
       const std::size_t from = at - offset;
-      allreduce::fold_contribution(values, theirs.subspan(from, values.size()), mean.subspan(from, values.size()),
-                                   inv, alpha);
+      allreduce::fold_contribution(values, sum.empty() ? sum : sum.subspan(from, values.size()),
+                                   theirs.subspan(from, values.size()), mean.subspan(from, values.size()), inv, alpha);
     });
   };
   data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };

@@ -25,6 +25,16 @@ namespace {
     m[t] = (keep * s + alpha * mu) + (s - s);
   }
 }
+[[gnu::noinline]] void fold_run(std::size_t n, float* __restrict m, const double* __restrict sum,
+                                const float* __restrict theirs, float* __restrict mean, double inv, float keep,
+                                float alpha) {
+  for (std::size_t t = 0; t < n; ++t) {
+    const float s = m[t];
+    const float mu = static_cast<float>(((sum[t] + s) + theirs[t]) * inv);
+    mean[t] = mu;
+    m[t] = (keep * s + alpha * mu) + (s - s);
+  }
+}
 
 }  // namespace
 
@@ -46,9 +56,14 @@ void elastic_update(std::span<float> model_slice, std::size_t offset, const Roun
   });
 }
 
-void fold_contribution(std::span<float> model_slice, std::span<const float> theirs, std::span<float> mean, double inv,
-                       float alpha) {
-  fold_run(model_slice.size(), model_slice.data(), theirs.data(), mean.data(), inv, 1.0f - alpha, alpha);
+void fold_contribution(std::span<float> model_slice, std::span<const double> sum, std::span<const float> theirs,
+                       std::span<float> mean, double inv, float alpha) {
+  if (sum.empty()) {
+    fold_run(model_slice.size(), model_slice.data(), theirs.data(), mean.data(), inv, 1.0f - alpha, alpha);
+  } else {
+    fold_run(model_slice.size(), model_slice.data(), sum.data(), theirs.data(), mean.data(), inv, 1.0f - alpha,
+             alpha);
+  }
 }
 
 }  // namespace gridtrain::allreduce

@@ -23,11 +23,12 @@ void elastic_update(std::span<float> model_slice, std::span<const float> mean_sl
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha);
 
 // One chunk of our block folded (Round::fold_target): our values, the chunk's mean and its elastic update in a single
-// pass over the model slice (one tensor, under its lock), for each float s = m, mean = (s + theirs)·inv and
-// m ← m + α·(mean − s). Bit for bit what the snapshot, the Round's reduce and the update above give when the update
-// follows the snapshot at once; one read and two writes of the slice rather than three passes and eight.
-// REQUIRES: theirs.size() == mean.size() == model_slice.size()
-void fold_contribution(std::span<float> model_slice, std::span<const float> theirs, std::span<float> mean, double inv,
-                       float alpha);
+// pass over the model slice (one tensor, under its lock), for each float s = m, mean = ((sum + s) + theirs)·inv
+// (without the sum where `sum` is empty: two peers) and m ← m + α·(mean − s). Bit for bit what the snapshot, the
+// Round's reduce and the update above give when the update follows the snapshot at once; one read and two writes
+// of the slice rather than three passes and eight.
+// REQUIRES: theirs, mean and (unless empty) sum have model_slice.size() elements
+void fold_contribution(std::span<float> model_slice, std::span<const double> sum, std::span<const float> theirs,
+                       std::span<float> mean, double inv, float alpha);
 
 }  // namespace gridtrain::allreduce

@@ -13,10 +13,6 @@ namespace {
 [[gnu::noinline]] void assign_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
   for (std::size_t t = 0; t < len; ++t) sum[t] = a[t];
 }
-[[gnu::noinline]] void assign_sum_run(std::size_t len, double* __restrict sum, const float* __restrict a,
-                                      const float* __restrict b) {
-  for (std::size_t t = 0; t < len; ++t) sum[t] = static_cast<double>(a[t]) + b[t];
-}
 [[gnu::noinline]] void add_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
   for (std::size_t t = 0; t < len; ++t) sum[t] += a[t];
 }
@@ -33,6 +29,10 @@ namespace {
 [[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum,
                                 const float* __restrict b, double inv) {
   for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>((sum[t] + b[t]) * inv);
+}
+[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum,
+                                const float* __restrict b, const float* __restrict c, double inv) {
+  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(((sum[t] + b[t]) + c[t]) * inv);
 }
 
 // The partition of a round with these sizes, or why there is none.
@@ -75,7 +75,8 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   send_.resize(model_floats);
   sum_.resize(block_.length);
   contributions_.assign(our_chunks, 0);
-  own_only_in_send_.assign(our_chunks, 0);
+  own_pending_.assign(our_chunks, 0);
+  summed_.assign(our_chunks, 0);
   contributed_.assign(std::size_t{our_chunks} * peers, 0);
   result_.resize(model_floats);
   counts_.assign(partition_.chunk_count(), 0);
@@ -96,7 +97,8 @@ Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peer
 void Round::reset(const RoundKey& key) {
   key_ = key;
   std::fill(contributions_.begin(), contributions_.end(), 0);
-  std::fill(own_only_in_send_.begin(), own_only_in_send_.end(), 0);
+  std::fill(own_pending_.begin(), own_pending_.end(), 0);
+  std::fill(summed_.begin(), summed_.end(), 0);
   std::fill(contributed_.begin(), contributed_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
   mean_order_.clear();
@@ -107,11 +109,9 @@ void Round::reset(const RoundKey& key) {
 
 void Round::accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values) {
   double* sum = sum_.data() + (offset - block_.offset);
-  if (contributions_[k] == 0) {
+  if (!summed_[k]) {
     assign_run(values.size(), sum, values.data());
-  } else if (own_only_in_send_[k]) {
-    assign_sum_run(values.size(), sum, send_.data() + offset, values.data());
-    own_only_in_send_[k] = 0;
+    summed_[k] = 1;
   } else {
     add_run(values.size(), sum, values.data());
   }
@@ -133,16 +133,12 @@ std::span<const Send> Round::scatter() {
           {SendKind::scatter, to, c, r.offset, 1, std::span<const float>(send_).subspan(r.offset, r.length)});
     }
   }
-  // Our own block needs no message: it is our contribution, received now. Where it is the chunk's first, it
-  // stays in send_ until the next contribution is summed with it (one pass less over the block).
+  // Our own block needs no message: it is our contribution, received now. It counts now and is read when its chunk
+  // is reduced (from send_, or from the model by a caller that folds): never summed on its own, and never read
+  // earlier than the mean needs it.
   for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
-    const Range r = partition_.chunk(first_chunk_ + k);
-    if (contributions_[k] == 0) {
-      own_only_in_send_[k] = 1;
-      ++contributions_[k];
-    } else {
-      accumulate(k, r.offset, std::span<const float>(send_).subspan(r.offset, r.length));
-    }
+    own_pending_[k] = 1;
+    ++contributions_[k];
     contributed_[std::size_t{k} * p + self_] = 1;
   }
   // Contributions that came before we started may already make a quorum.
@@ -202,15 +198,24 @@ Outcome Round::on_scatter(const ScatterChunk& in) {
   return {Verdict::accepted, outbox_};
 }
 
-// The last contribution to a chunk whose sum so far is our own alone, still to be read: on_scatter()'s first case
-// with own_only_in_send_, where the caller reads our values itself.
+bool Round::reduces_with(const ScatterChunk& in) const {
+  std::uint32_t c = 0;
+  if (!started_ || judge(in, c) != Verdict::accepted) return false;
+  const std::uint32_t arrived = contributions_[c - first_chunk_] + 1;
+  return arrived == peers() || quorum_met(arrived, reduce_quorum_, peers());
+}
+
+// The last contribution to a chunk, our own still to be read: on_scatter()'s first case, where the caller reads our
+// values itself.
 std::optional<FoldTarget> Round::fold_target(const ScatterChunk& in) {
   std::uint32_t c = 0;
   if (!started_ || judge(in, c) != Verdict::accepted) return std::nullopt;
   const std::uint32_t k = c - first_chunk_;
-  if (!own_only_in_send_[k] || contributions_[k] + 1 != peers()) return std::nullopt;
+  if (!own_pending_[k] || contributions_[k] + 1 != peers()) return std::nullopt;
   const Range r = partition_.chunk(c);
-  return FoldTarget{c, in.from, std::span<float>(result_).subspan(r.offset, r.length), 1.0 / peers()};
+  std::span<const double> sum;
+  if (summed_[k]) sum = std::span<const double>(sum_.data() + (r.offset - block_.offset), r.length);
+  return FoldTarget{c, in.from, std::span<float>(result_).subspan(r.offset, r.length), sum, 1.0 / peers()};
 }
 
 Outcome Round::folded(const FoldTarget& target) {
@@ -229,21 +234,26 @@ Outcome Round::folded(const FoldTarget& target) {
 void Round::reduce(std::uint32_t c, std::span<const float> last) {
   const std::uint32_t k = c - first_chunk_;
   const Range r = partition_.chunk(c);
-  const std::uint32_t n = contributions_[k];
-  const double* sum = sum_.data() + (r.offset - block_.offset);
+  const double inv = 1.0 / contributions_[k];
+  const double* sum = summed_[k] ? sum_.data() + (r.offset - block_.offset) : nullptr;
+  // Our contribution, still in send_ (counted at scatter(), read now); none before scatter() (finish()).
+  const float* own = own_pending_[k] ? send_.data() + r.offset : nullptr;
   float* mean = result_.data() + r.offset;
-  const double inv = 1.0 / n;
-  if (own_only_in_send_[k]) {  // the sum so far is our own contribution alone, still in send_
-    const float* own = send_.data() + r.offset;
-    if (last.empty()) {
-      mean_run(r.length, mean, own, inv);
-    } else {
-      mean_run(r.length, mean, own, last.data(), inv);
-    }
-  } else if (last.empty()) {
-    mean_run(r.length, mean, sum, inv);
-  } else {
+  // The terms in one order, ((others' sum + ours) + the last): what fold_contribution() computes too.
+  if (sum && own && !last.empty()) {
+    mean_run(r.length, mean, sum, own, last.data(), inv);
+  } else if (sum && own) {
+    mean_run(r.length, mean, sum, own, inv);
+  } else if (sum && !last.empty()) {
     mean_run(r.length, mean, sum, last.data(), inv);
+  } else if (sum) {
+    mean_run(r.length, mean, sum, inv);
+  } else if (own && !last.empty()) {
+    mean_run(r.length, mean, own, last.data(), inv);
+  } else if (own) {
+    mean_run(r.length, mean, own, inv);
+  } else {
+    mean_run(r.length, mean, last.data(), inv);  // the last alone: only a Round without our contribution
   }
   mean_written(c);
 }

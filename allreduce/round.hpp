@@ -70,11 +70,13 @@ struct ReducedTarget {
 };
 
 // Where a contribution that Round::fold_target() accepts is reduced: the chunk, the sender, the chunk's mean in
-// result(), and 1/n for the mean = (ours + theirs)·(1/n).
+// result(), the sum of the contributions before it (empty where there were none but ours) and 1/n, for
+// mean = ((sum + ours) + theirs)·(1/n).
 struct FoldTarget {
   std::uint32_t chunk = 0;
   std::uint32_t from = 0;
   std::span<float> mean;
+  std::span<const double> sum;  // the other contributions' sum, none with two peers
   double inv = 0;
 };
 
@@ -90,7 +92,8 @@ struct FoldTarget {
 //   on Verdict::newer: send(round.finish());
 //   once round.complete(): elastic_update(model slice, offset, round, alpha), tensor by tensor;
 //   or, chunk by chunk as each mean comes: means_in_order() lists them (the data plane does this).
-//   With two peers the data plane folds our block instead: fold_target(), then one pass over the model, folded().
+//   Where a contribution is the last one its chunk waits for, the data plane folds it instead: fold_target(), then
+//   one pass over the model, folded().
 //
 // Nothing is reduced and the round does not complete before scatter() (unless finish() forces
 // it): until then our own contribution is missing. Messages that come earlier are kept and count.
@@ -151,12 +154,15 @@ class Round {
   // mean goes out to every other peer.
   Outcome on_scatter(const ScatterChunk& chunk);
 
-  // 3, folded. Whether `in` would reduce its chunk now from our own contribution and `in` alone (two peers, our
-  // own contribution counted by scatter() and not yet summed with another): then a caller that has not copied our
-  // values into send_ for the chunk may, instead, read them from the model, write the mean and apply the chunk's
-  // elastic update in one pass (allreduce::fold_contribution) and report it with folded(). One pass over the
-  // chunk rather than three (snapshot, mean, update), and send_ is not read for it. Changes and counts nothing:
-  // where it says no, the caller fills send_ and calls on_scatter(), which judges `in` as ever.
+  // Whether on_scatter(in) would reduce its chunk now (so that our values must be in send_ first). Counts nothing.
+  bool reduces_with(const ScatterChunk& in) const;
+
+  // 3, folded. Whether `in` is the last contribution its chunk waits for (every other peer's is in, ours counted by
+  // scatter() and read only at the reduce): then a caller that has not copied our values into send_ for the chunk
+  // may, instead, read them from the model, write the mean and apply the chunk's elastic update in one pass
+  // (allreduce::fold_contribution) and report it with folded(). One pass over the chunk rather than three
+  // (snapshot, mean, update), and send_ is not read for it. Changes and counts nothing: where it says no, the
+  // caller fills send_ (where reduces_with(in)) and calls on_scatter(), which judges `in` as ever.
   std::optional<FoldTarget> fold_target(const ScatterChunk& in);
   // REQUIRES: fold_target(in) gave `target`, its mean is written, and nothing since has changed the round.
   Outcome folded(const FoldTarget& target);
@@ -240,7 +246,8 @@ class Round {
   LargeBuffer<float> send_;                   // s
   std::vector<double, UninitializedAllocator<double>> sum_;  // r, summed: exact for any arrival order
   std::vector<std::uint32_t> contributions_;  // per chunk of our block
-  std::vector<std::uint8_t> own_only_in_send_;  // per chunk of our block: its sum is our contribution, in send_
+  std::vector<std::uint8_t> own_pending_;  // per chunk of our block: ours counted (scatter()), read at the reduce
+  std::vector<std::uint8_t> summed_;       // per chunk of our block: sum_ holds other peers' contributions
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
   LargeBuffer<float> result_;                 // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)

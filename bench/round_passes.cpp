@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
       }
       stores[0]->update_range(s.offset, s.offset + s.data.size(), [&](std::size_t offset, std::span<float> values) {
         const std::size_t from = offset - s.offset;
-        allreduce::fold_contribution(values, in.data.subspan(from, values.size()),
+        allreduce::fold_contribution(values, {}, in.data.subspan(from, values.size()),
                                      target->mean.subspan(from, values.size()), target->inv, alpha);
       });
       rounds[0].folded(*target);

@@ -271,19 +271,21 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
     outcome = round.reduced_arrived(landing.chunk, h.count);
   } else {
     const allreduce::ScatterChunk in{h.key, h.from, h.offset, scratch.first(landing.floats)};
-    // Our own values for the chunk, read just as the Round reduces them with this contribution: folded where they
-    // are all the sum lacks, else copied out first.
+    // Our own values for the chunk, read just as the Round reduces the chunk with this contribution: folded where
+    // it is the last one the chunk waits for, else copied out first; not read at all while the chunk only sums.
     const allreduce::Range own = round.partition().block(round.self());
     const bool ours = h.offset >= own.offset && h.offset < own.offset + own.length;
     const std::uint32_t c = ours ? round.partition().chunk_containing(h.offset) : 0;
     std::optional<allreduce::FoldTarget> fold;
-    if (ours && model_.fold && !slot.fetched[c]) fold = round.fold_target(in);
+    if (ours && !slot.fetched[c] && round.reduces_with(in)) {
+      if (model_.fold) fold = round.fold_target(in);
+      if (!fold) fetch(landing.slot, c);
+    }
     if (fold) {
-      model_.fold(h.offset, in.data, fold->mean, fold->inv, static_cast<float>(line_->round.elastic_rate));
+      model_.fold(h.offset, fold->sum, in.data, fold->mean, fold->inv, static_cast<float>(line_->round.elastic_rate));
       slot.fetched[c] = kFolded;
       outcome = round.folded(*fold);
     } else {
-      if (ours) fetch(landing.slot, c);
       outcome = round.on_scatter(in);
     }
   }

@@ -9,14 +9,15 @@
 // A round's chunks go out in windows: to each peer, at most w = max(1, ceil(kScatterWindow / (p − 1))) of our
 // scatter chunks are out whose mean has not come back from it, and each mean it sends lets one more go to it. Each
 // chunk is copied out of the model (its snapshot) just before it goes, and a chunk of our own block just before
-// the first contribution to it is reduced, not the whole model when the round starts. So a chunk's snapshot, its
+// the Round reduces it (or folded: below), not the whole model when the round starts. So a chunk's snapshot, its
 // mean and its elastic update meet within a few chunks' time, while the snapshot is still in the cache: a round
 // over a model larger than the cache reads it from memory about once instead of three times (BENCHMARKS.md). A
 // window per peer, in chunk order: the owner of block j reduces its chunks in the order every peer sends them, so
 // no peer waits on another's window; and a silent peer stops only the chunks of its own block, which nobody else
 // could reduce anyway.
-// With two peers, a chunk of our own block is not copied out at all: when the other peer's contribution lands, our
-// values are read from the model, the mean written and the chunk's update applied in one pass (Round::fold_target).
+// A chunk of our own block is not copied out at all where the last contribution it waits for lands: our values are
+// read from the model, the mean written and the chunk's update applied in one pass (Round::fold_target). Else our
+// values are copied out just before the Round reduces the chunk (Round::reduces_with), not at the first landing.
 // Each chunk's elastic
 // update is applied as its mean comes (our own block's as we reduce it), while the mean is still in the cache and
 // the peers are still sending: no pass over the whole model waits for the last chunk. So a round that is abandoned
@@ -53,12 +54,12 @@ struct ModelAccess {
   // The elastic update of the model's floats [begin, end) from the round's result where it has means, each tensor
   // under its lock (allreduce/elastic_update.hpp). Called once per chunk, as its mean comes.
   std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, float alpha)> update;
-  // A chunk of our block folded (allreduce::Round::fold_target, two peers): over the model's floats
-  // [offset, offset + theirs.size()), each tensor under its lock, our values, their mean with `theirs` into `mean`
-  // and the elastic update in one pass (allreduce::fold_contribution). Optional: without it every chunk is
-  // fetched, reduced and updated in three passes.
-  std::function<void(std::size_t offset, std::span<const float> theirs, std::span<float> mean, double inv,
-                     float alpha)>
+  // A chunk of our block folded (allreduce::Round::fold_target): over the model's floats
+  // [offset, offset + theirs.size()), each tensor under its lock, our values, the mean with `sum` (the other
+  // contributions; empty with two peers) and `theirs` into `mean`, and the elastic update, in one pass
+  // (allreduce::fold_contribution). Optional: without it every chunk is fetched, reduced and updated in three passes.
+  std::function<void(std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
+                     std::span<float> mean, double inv, float alpha)>
       fold;
 };
 

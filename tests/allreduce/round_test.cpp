@@ -621,7 +621,8 @@ TEST_CASE("with two peers a contribution folds: the mean written by the caller g
   CHECK(target->inv == 0.5);
   CHECK(folding.count(1) == 0);  // nothing counted before the caller reports it
   std::vector<float> folded_model = model;
-  fold_contribution(std::span<float>(folded_model).subspan(2, 2), theirs, target->mean, target->inv, 0.3f);
+  CHECK(target->sum.empty());  // ours and theirs are all: nothing was summed
+  fold_contribution(std::span<float>(folded_model).subspan(2, 2), target->sum, theirs, target->mean, target->inv, 0.3f);
   const Outcome folded = folding.folded(*target);
   const Outcome reduced = plain.on_scatter(in);
   REQUIRE(folded.verdict == Verdict::accepted);
@@ -652,11 +653,61 @@ TEST_CASE("with two peers a contribution folds: the mean written by the caller g
   CHECK(folding.counters().short_reductions == 0);
 }
 
-TEST_CASE("with three peers nothing folds: a contribution is summed with ours, which must be in the send buffer") {
-  Round round = Round::create(kKey, 9, 3, 0, config(1, 1, QuorumMode::fraction, 3)).value();
+TEST_CASE("with three peers the last contribution folds, over the sum of the others; ours is read only then") {
+  // N = 9, p = 3, chunks of 3: our block (peer 0) is [0,3), one chunk.
+  const RoundConfig cfg = config(1, 1, QuorumMode::fraction, 3);
+  Round folding = Round::create(kKey, 9, 3, 0, cfg).value();
+  Round plain = Round::create(kKey, 9, 3, 0, cfg).value();
+  const std::vector<float> model{1.5f, -2, 7.25f};
+  const std::vector<float> first{1, 2, 3}, last{0.5f, 0.25f, -4};
+  // Our values are in neither send buffer yet: the first contribution sums without them.
+  folding.scatter();
+  plain.scatter();
+  CHECK_FALSE(folding.reduces_with({kKey, 1, 0, first}));
+  CHECK_FALSE(folding.fold_target({kKey, 1, 0, first}));
+  CHECK(folding.on_scatter({kKey, 1, 0, first}).sends.empty());
+  CHECK(plain.on_scatter({kKey, 1, 0, first}).sends.empty());
+
+  const ScatterChunk in{kKey, 2, 0, last};
+  CHECK(folding.reduces_with(in));
+  const std::optional<FoldTarget> target = folding.fold_target(in);
+  REQUIRE(target);
+  REQUIRE(target->sum.size() == 3);
+  CHECK(target->sum[2] == 3.0);
+  CHECK(target->inv == doctest::Approx(1.0 / 3));
+  std::vector<float> folded_model = model;
+  fold_contribution(folded_model, target->sum, last, target->mean, target->inv, 0.3f);
+  const Outcome folded = folding.folded(*target);
+
+  std::copy(model.begin(), model.end(), plain.send_buffer().begin());  // ours, just before the reduce
+  const Outcome reduced = plain.on_scatter(in);
+  REQUIRE(folded.sends.size() == 2);
+  REQUIRE(reduced.sends.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(folded.sends[i].count == 3);
+    CHECK(std::vector<float>(folded.sends[i].data.begin(), folded.sends[i].data.end()) ==
+          std::vector<float>(reduced.sends[i].data.begin(), reduced.sends[i].data.end()));
+  }
+  CHECK(folded.sends[0].data[0] == 1.0f);  // (1 + 1.5 + 0.5) / 3
+  std::vector<float> three = model;
+  elastic_update(three, 0, plain, 0.3f);
+  CHECK(folded_model == three);
+  CHECK(folded_model != model);
+}
+
+TEST_CASE("below all p, a quorum reduces without folding: the caller copies our values out first") {
+  // Fraction mode, θr = 2/3 of 3: ours and one more make the quorum; that one is not the last the chunk could get.
+  Round round = Round::create(kKey, 9, 3, 0, config(2.0 / 3, 1, QuorumMode::fraction, 3)).value();
   round.scatter();
   const std::vector<float> theirs{1, 2, 3};
-  CHECK_FALSE(round.fold_target({kKey, 1, 0, theirs}));
-  CHECK(round.on_scatter({kKey, 1, 0, theirs}).verdict == Verdict::accepted);
-  CHECK_FALSE(round.fold_target({kKey, 2, 0, theirs}));  // the last one, but the sum holds two already
+  const ScatterChunk in{kKey, 1, 0, theirs};
+  CHECK(round.reduces_with(in));
+  CHECK_FALSE(round.fold_target(in));
+  round.send_buffer()[0] = 5;
+  round.send_buffer()[1] = 6;
+  round.send_buffer()[2] = 7;
+  const Outcome out = round.on_scatter(in);
+  REQUIRE(out.sends.size() == 2);
+  CHECK(std::vector<float>(out.sends[0].data.begin(), out.sends[0].data.end()) == std::vector<float>{3, 4, 5});
+  CHECK_FALSE(round.reduces_with({kKey, 2, 0, theirs}));  // reduced already: late
 }

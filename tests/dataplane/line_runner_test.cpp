@@ -44,10 +44,10 @@ struct TestNode : Outbox {
       allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
     // As the node's store does it (actors/dimension_node.cpp); fold_off() takes it away.
-    access.fold = [this](std::size_t offset, std::span<const float> theirs, std::span<float> mean, double inv,
-                         float alpha) {
+    access.fold = [this](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
+                         std::span<float> mean, double inv, float alpha) {
       folded.push_back(offset);
-      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), theirs, mean, inv, alpha);
+      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv, alpha);
     };
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);
@@ -412,11 +412,46 @@ TEST_CASE("with two peers a chunk of our block is folded: models and frames bit 
   CHECK(models_folded[0][0] != values(0, 0));
 }
 
-TEST_CASE("a line of three folds nothing: its sums need our values kept") {
-  Line line(3, 30, exact(2));
-  line.round(1);
-  for (auto& n : line.nodes) {
-    CHECK(n->done() == 1);
-    CHECK(n->folded.empty());
+TEST_CASE("lines of three and five fold each chunk of a node's block at its last contribution, bit for bit") {
+  for (std::uint32_t p : {3u, 5u}) {
+    CAPTURE(p);
+    allreduce::RoundConfig c = exact(3);
+    c.elastic_rate = 0.3;
+    auto run = [&](bool fold) {
+      Line line(p, 20 * p, c);  // blocks of 20 floats: 7 chunks each
+      for (std::uint32_t i = 0; i < p; ++i) {
+        for (std::size_t j = 0; j < 20 * p; ++j)
+          line.nodes[i]->model[j] = 0.1f * static_cast<float>(i * 7 + j * j) + 1e-3f;
+        if (!fold) line.nodes[i]->access.fold = nullptr;
+      }
+      for (std::uint64_t r = 1; r <= 2; ++r) {
+        for (auto& n : line.nodes) n->runner->start_round(line.key(r));
+        line.nodes[0]->model[2] += 0.5f;  // the learner moves node 10's block before its contributions land
+        std::uint32_t state = static_cast<std::uint32_t>(r);
+        while (!line.wire.frames.empty()) {  // in a shuffled order, so that sums build up in many ways
+          state = state * 1103515245u + 12345u;
+          const auto at = static_cast<std::ptrdiff_t>((state >> 8) % line.wire.frames.size());
+          Frame f = std::move(line.wire.frames[static_cast<std::size_t>(at)]);
+          line.wire.frames.erase(line.wire.frames.begin() + at);
+          line.deliver(f);
+        }
+        for (auto& n : line.nodes) REQUIRE(n->done() == r);
+      }
+      std::vector<std::vector<float>> models;
+      std::size_t folds = 0;
+      for (auto& n : line.nodes) {
+        models.push_back(n->model);
+        folds += n->folded.size();
+      }
+      return std::pair(models, folds);
+    };
+    const auto [folded, folds] = run(true);
+    const auto [three, none] = run(false);
+    CHECK(folds == std::size_t{p} * 7 * 2);  // every chunk of every block, in both rounds
+    CHECK(none == 0);
+    for (std::uint32_t i = 0; i < p; ++i) {
+      CAPTURE(i);
+      CHECK(std::memcmp(folded[i].data(), three[i].data(), three[i].size() * sizeof(float)) == 0);
+    }
   }
 }
