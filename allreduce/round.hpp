@@ -139,9 +139,9 @@ class Round {
 
   // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks. All of it before
   // scatter(), or chunk by chunk: a chunk of another block before its Send goes out, a chunk of our block before
-  // the Round reduces it (an on_scatter() for it; scatter() when our values alone are a quorum; deadline_passed(),
-  // finish()), except a chunk that is folded (fold_target()). The data plane does the latter
-  // (dataplane/line_runner.hpp).
+  // the Round reduces it (an on_scatter() that reduces it: reduces_with(); scatter() when our values alone are a
+  // quorum; deadline_passed(), finish()), except a chunk that is folded (fold_target()). The data plane does the
+  // latter (dataplane/line_runner.hpp).
   std::span<float> send_buffer() { return send_; }
   std::span<const float> send_buffer() const { return send_; }
 
