@@ -75,7 +75,6 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   send_.resize(model_floats);
   sum_.resize(block_.length);
   contributions_.assign(our_chunks, 0);
-  own_pending_.assign(our_chunks, 0);
   summed_.assign(our_chunks, 0);
   contributed_.assign(std::size_t{our_chunks} * peers, 0);
   result_.resize(model_floats);
@@ -97,7 +96,6 @@ Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peer
 void Round::reset(const RoundKey& key) {
   key_ = key;
   std::fill(contributions_.begin(), contributions_.end(), 0);
-  std::fill(own_pending_.begin(), own_pending_.end(), 0);
   std::fill(summed_.begin(), summed_.end(), 0);
   std::fill(contributed_.begin(), contributed_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
@@ -135,9 +133,8 @@ std::span<const Send> Round::scatter() {
   }
   // Our own block needs no message: it is our contribution, received now. It counts now and is read when its chunk
   // is reduced (from send_, or from the model by a caller that folds): never summed on its own, and never read
-  // earlier than the mean needs it.
+  // earlier than the mean needs it. So after scatter() every chunk's sum lacks ours, before it none has it.
   for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
-    own_pending_[k] = 1;
     ++contributions_[k];
     contributed_[std::size_t{k} * p + self_] = 1;
   }
@@ -150,12 +147,7 @@ std::span<const Send> Round::scatter() {
 }
 
 Verdict Round::judge(const ScatterChunk& in, std::uint32_t& chunk) const {
-  switch (key_order(in.key, key_)) {
-    case KeyOrder::same: break;
-    case KeyOrder::older: return Verdict::stale;
-    case KeyOrder::newer: return Verdict::newer;
-    case KeyOrder::foreign: return Verdict::malformed;
-  }
+  if (const Verdict v = key_verdict(in.key); v != Verdict::accepted) return v;
   // Never trust a peer: only a chunk of our block, from another peer, with the right length.
   const auto c = partition_.find_chunk(in.offset, in.data.size());
   if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != self_) return Verdict::malformed;
@@ -171,14 +163,7 @@ Verdict Round::judge(const ScatterChunk& in, std::uint32_t& chunk) const {
 Outcome Round::on_scatter(const ScatterChunk& in) {
   outbox_.clear();
   std::uint32_t c = 0;
-  switch (const Verdict v = judge(in, c); v) {
-    case Verdict::accepted: break;
-    case Verdict::duplicate: ++counters_.duplicate; return {v, {}};
-    case Verdict::late: ++counters_.late; return {v, {}};
-    case Verdict::stale: ++counters_.stale; return {v, {}};
-    case Verdict::newer: ++counters_.newer; return {v, {}};
-    case Verdict::malformed: ++counters_.malformed; return {v, {}};
-  }
+  if (const Verdict v = judge(in, c); v != Verdict::accepted) return {counted(v), {}};
   const std::uint32_t k = c - first_chunk_;
   contributed_[std::size_t{k} * peers() + in.from] = 1;
   if (started_ && contributions_[k] + 1 == peers()) {
@@ -211,7 +196,7 @@ std::optional<FoldTarget> Round::fold_target(const ScatterChunk& in) {
   std::uint32_t c = 0;
   if (!started_ || judge(in, c) != Verdict::accepted) return std::nullopt;
   const std::uint32_t k = c - first_chunk_;
-  if (!own_pending_[k] || contributions_[k] + 1 != peers()) return std::nullopt;
+  if (contributions_[k] + 1 != peers()) return std::nullopt;
   const Range r = partition_.chunk(c);
   std::span<const double> sum;
   if (summed_[k]) sum = std::span<const double>(sum_.data() + (r.offset - block_.offset), r.length);
@@ -237,7 +222,7 @@ void Round::reduce(std::uint32_t c, std::span<const float> last) {
   const double inv = 1.0 / contributions_[k];
   const double* sum = summed_[k] ? sum_.data() + (r.offset - block_.offset) : nullptr;
   // Our contribution, still in send_ (counted at scatter(), read now); none before scatter() (finish()).
-  const float* own = own_pending_[k] ? send_.data() + r.offset : nullptr;
+  const float* own = started_ ? send_.data() + r.offset : nullptr;
   float* mean = result_.data() + r.offset;
   // The terms in one order, ((others' sum + ours) + the last): what fold_contribution() computes too.
   if (sum && own && !last.empty()) {
@@ -366,14 +351,28 @@ bool Round::quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_
   return arrived >= all || (deadline_passed_ && arrived >= needed);
 }
 
-Verdict Round::check_key(const RoundKey& key) {
+Verdict Round::key_verdict(const RoundKey& key) const {
   switch (key_order(key, key_)) {
     case KeyOrder::same: return Verdict::accepted;
-    case KeyOrder::older: ++counters_.stale; return Verdict::stale;
-    case KeyOrder::newer: ++counters_.newer; return Verdict::newer;
-    case KeyOrder::foreign: ++counters_.malformed; return Verdict::malformed;
+    case KeyOrder::older: return Verdict::stale;
+    case KeyOrder::newer: return Verdict::newer;
+    case KeyOrder::foreign: return Verdict::malformed;
   }
   return Verdict::malformed;
+}
+
+Verdict Round::check_key(const RoundKey& key) { return counted(key_verdict(key)); }
+
+Verdict Round::counted(Verdict v) {
+  switch (v) {
+    case Verdict::accepted: break;
+    case Verdict::duplicate: ++counters_.duplicate; break;
+    case Verdict::late: ++counters_.late; break;
+    case Verdict::stale: ++counters_.stale; break;
+    case Verdict::newer: ++counters_.newer; break;
+    case Verdict::malformed: ++counters_.malformed; break;
+  }
+  return v;
 }
 
 }  // namespace gridtrain::allreduce

@@ -218,7 +218,11 @@ class Round {
   Round(RoundKey key, Partition partition, std::uint32_t self, const RoundConfig& config);
 
   bool quorum_met(std::uint32_t arrived, std::uint32_t needed, std::uint32_t all) const;
+  // The verdict on a message's round key alone; check_key() counts it too.
+  Verdict key_verdict(const RoundKey& key) const;
   Verdict check_key(const RoundKey& key);
+  // Counts v in counters_ (nothing for accepted) and returns it.
+  Verdict counted(Verdict v);
   // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
   void reduce(std::uint32_t c, std::span<const float> last = {});
   // Chunk c has its mean, over its contributions so far, in result_: counted, and sent to every other peer.
@@ -246,7 +250,6 @@ class Round {
   LargeBuffer<float> send_;                   // s
   std::vector<double, UninitializedAllocator<double>> sum_;  // r, summed: exact for any arrival order
   std::vector<std::uint32_t> contributions_;  // per chunk of our block
-  std::vector<std::uint8_t> own_pending_;  // per chunk of our block: ours counted (scatter()), read at the reduce
   std::vector<std::uint8_t> summed_;       // per chunk of our block: sum_ holds other peers' contributions
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
   LargeBuffer<float> result_;                 // g

@@ -9,8 +9,9 @@
 // locks). Timed for peer 0 alone, phase by phase, each a pass over the model or its half as the data plane makes
 // it. Then the same round as the data plane makes it with two peers, our block folded (Round::fold_target): the
 // other block's snapshot and update as before, our block's snapshot, mean and update in one pass
-// (allreduce::fold_contribution, under the tensor locks). For scale, two passes any allreduce of N floats makes or needs: a memcpy of the model (a socket copy moves
-// as many bytes) and a bare reduce of half of it (a[i] += b[i], MPI's part with two processes).
+// (allreduce::fold_contribution, under the tensor locks). For scale, two passes any allreduce of N floats makes or
+// needs: a memcpy of the model (a socket copy moves as many bytes) and a bare reduce of half of it (a[i] += b[i],
+// MPI's part with two processes).
 //
 //   bench_round_passes [--floats 16777216] [--chunk 262144] [--repeats 5]
 //
@@ -157,8 +158,7 @@ int main(int argc, char** argv) {
     rounds[1].scatter();  // its chunks for peer 0 are to_peer[1]'s: the same offsets, now from this round's buffer
     t = Clock::now();
     for (const auto& s : to_peer[1]) {
-      const allreduce::ScatterChunk in{rounds[0].key(), 1, s.offset,
-                                       std::span<const float>(rounds[1].send_buffer()).subspan(s.offset, s.data.size())};
+      const allreduce::ScatterChunk in{rounds[0].key(), 1, s.offset, s.data};  // s.data: in rounds[1]'s send buffer
       const auto target = rounds[0].fold_target(in);
       if (!target) {
         std::fprintf(stderr, "bench_round_passes: a chunk of our block did not fold\n");
@@ -173,8 +173,7 @@ int main(int argc, char** argv) {
     }
     const double folding = ms_since(t);
     for (const auto& s : to_peer[0]) {
-      const allreduce::ScatterChunk in{rounds[1].key(), 0, s.offset,
-                                       std::span<const float>(rounds[0].send_buffer()).subspan(s.offset, s.data.size())};
+      const allreduce::ScatterChunk in{rounds[1].key(), 0, s.offset, s.data};  // s.data: in rounds[0]'s send buffer
       rounds[1].on_scatter(in);
     }
     for (std::uint32_t c = part.first_chunk(1); c < part.chunk_count(); ++c) {

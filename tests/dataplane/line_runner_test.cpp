@@ -47,7 +47,8 @@ struct TestNode : Outbox {
     access.fold = [this](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
                          std::span<float> mean, double inv, float alpha) {
       folded.push_back(offset);
-      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv, alpha);
+      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv,
+                                   alpha);
     };
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);

@@ -45,7 +45,8 @@ struct Node {
     setup.model.fold = [this](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
                               std::span<float> mean, double inv, float alpha) {
       std::lock_guard<std::mutex> hold(lock);
-      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv, alpha);
+      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv,
+                                   alpha);
     };
     setup.mac = keyed(token);
     setup.on_event = [this](const RoundEvent& e) {
