@@ -106,14 +106,13 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
       allreduce::elastic_update(values, offset, round, alpha);
     });
   };
-  data.model.fold = [store](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
-                            std::span<float> mean, double inv, float alpha) {
-    store->update_range(offset, offset + theirs.size(), [&](std::size_t at, std::span<float> values) {
-      const std::size_t from = at - offset;
-      allreduce::fold_contribution(values, sum.empty() ? sum : sum.subspan(from, values.size()),
-                                   theirs.subspan(from, values.size()), mean.subspan(from, values.size()), inv, alpha);
+  data.model.fold = [store](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target,
+                            float alpha) {
+    store->update_range(offset, offset + length, [&](std::size_t at, std::span<float> values) {
+      allreduce::fold_chunk(values, target, at - offset, alpha);
     });
   };
+  data.model.memory = store->arena();
   data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
   data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {
     if (e.key.dim < routes->size())

@@ -1,40 +1,78 @@
 #include "allreduce/elastic_update.hpp"
 
+#include <algorithm>
+
 #include "allreduce/round.hpp"
 
 namespace gridtrain::allreduce {
 
 namespace {
 
-// m <- (keep s + alpha mean) + (m - s) over n floats. Runs over the whole model every round: not inlined, with
-// __restrict parameters, so that it vectorizes (GCC drops __restrict on local pointers and when it inlines, and
-// would then leave the loop scalar or guard it with aliasing checks).
+// The loops over a chunk run over the whole model every round: each is not inlined and takes __restrict parameters,
+// so that it vectorizes (GCC drops __restrict on local pointers and when it inlines, and would then leave the loop
+// scalar or guard it with aliasing checks).
+
+// m <- (keep s + alpha mean) + (m - s).
 [[gnu::noinline]] void update_run(std::size_t n, float* __restrict m, const float* __restrict s,
                                   const float* __restrict mean, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) m[t] = (keep * s[t] + alpha * mean[t]) + (m[t] - s[t]);
 }
+// m <- m + alpha delta.
+[[gnu::noinline]] void delta_run(std::size_t n, float* __restrict m, const float* __restrict delta, float alpha) {
+  for (std::size_t t = 0; t < n; ++t) m[t] += alpha * delta[t];
+}
+// The reduce's loops. The mean multiplies by 1/n rather than divides: a division per element bound the reduce at
+// 64 MB (a third of a node's reduce time in divpd alone); only the owner of a chunk computes its mean, so every
+// peer applies the same one. The sum is in double, its terms in one order (ours, then the peers' in peer order), so
+// that a chunk folded and one reduced over a snapshot come out the same.
 
-// The three in one, for a folded chunk; the same arithmetic as Round's mean and update_run with s = m (whose m − s
-// is kept as s − s, so that even an infinity or NaN comes out as the three passes make it).
-[[gnu::noinline]] void fold_run(std::size_t n, float* __restrict m, const float* __restrict theirs,
-                                float* __restrict mean, double inv, float keep, float alpha) {
+// With one other contribution (two peers), in one pass: the mean of a (ours) and b; with kMean the mean out, with
+// kDelta b's delta in its place; with kFold a is the model, and gets its update (the update's arithmetic, with s for
+// the snapshot and m − s kept as s − s, so that even an infinity or NaN comes out as the reduce over a snapshot and
+// update_run make it). Without kFold a is only read.
+template <bool kMean, bool kDelta, bool kFold>
+[[gnu::noinline]] void pair_run(std::size_t n, float* __restrict a, float* __restrict b, double inv,
+                                float* __restrict mean, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) {
-    const float s = m[t];
-    const float mu = static_cast<float>((static_cast<double>(s) + theirs[t]) * inv);
-    mean[t] = mu;
-    m[t] = (keep * s + alpha * mu) + (s - s);
+    const float s = a[t];
+    const double mu = (static_cast<double>(s) + b[t]) * inv;
+    if constexpr (kMean) mean[t] = static_cast<float>(mu);
+    if constexpr (kDelta) b[t] = static_cast<float>(mu - b[t]);
+    if constexpr (kFold) a[t] = (keep * s + alpha * static_cast<float>(mu)) + (s - s);
   }
 }
-[[gnu::noinline]] void fold_run(std::size_t n, float* __restrict m, const double* __restrict sum,
-                                const float* __restrict theirs, float* __restrict mean, double inv, float keep,
-                                float alpha) {
+
+// Over one tile, for more peers.
+[[gnu::noinline]] void assign_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
+  for (std::size_t t = 0; t < n; ++t) acc[t] = a[t];
+}
+[[gnu::noinline]] void sum_run(std::size_t n, double* __restrict acc, const float* __restrict a,
+                               const float* __restrict b) {
+  for (std::size_t t = 0; t < n; ++t) acc[t] = static_cast<double>(a[t]) + b[t];
+}
+[[gnu::noinline]] void add_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
+  for (std::size_t t = 0; t < n; ++t) acc[t] += a[t];
+}
+// The sum times 1/n, in place; with kMean the mean out, with kFold the model's update (as pair_run's).
+template <bool kMean, bool kFold>
+[[gnu::noinline]] void mean_run(std::size_t n, double* __restrict acc, double inv, float* __restrict mean,
+                                float* __restrict m, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) {
-    const float s = m[t];
-    const float mu = static_cast<float>(((sum[t] + s) + theirs[t]) * inv);
-    mean[t] = mu;
-    m[t] = (keep * s + alpha * mu) + (s - s);
+    acc[t] *= inv;
+    if constexpr (kMean) mean[t] = static_cast<float>(acc[t]);
+    if constexpr (kFold) {
+      const float s = m[t];
+      m[t] = (keep * s + alpha * static_cast<float>(acc[t])) + (s - s);
+    }
   }
 }
+// theirs <- float(mean - theirs), in place.
+[[gnu::noinline]] void delta_in_place_run(std::size_t n, float* __restrict theirs, const double* __restrict mean) {
+  for (std::size_t t = 0; t < n; ++t) theirs[t] = static_cast<float>(mean[t] - theirs[t]);
+}
+
+// A tile of the sum stays in the L1 cache while each contribution is added and each delta written.
+constexpr std::size_t kTile = 512;
 
 }  // namespace
 
@@ -48,22 +86,70 @@ void elastic_update(std::span<float> model_slice, std::span<const float> mean_sl
 
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha) {
   const float keep = 1.0f - alpha;
+  const Partition& part = round.partition();
+  const std::size_t end = offset + model_slice.size();
+  if (offset >= end) return;
   const std::span<const float> fetched = round.send_buffer();
-  round.for_each_received(offset, offset + model_slice.size(), [&](std::size_t at, std::span<const float> mean) {
-    // (1 - alpha) s + alpha mean, plus whatever moved the model since the fetch: when nothing did,
-    // m - s is exactly 0 and the result is bit for bit the plain update (alpha = 1 gives the mean).
-    update_run(mean.size(), model_slice.data() + (at - offset), fetched.data() + at, mean.data(), keep, alpha);
-  });
+  const std::span<const float> result = round.result();
+  for (std::uint32_t c = part.chunk_containing(offset); c < part.chunk_count(); ++c) {
+    const Range r = part.chunk(c);
+    if (r.offset >= end) break;
+    if (round.count(c) == 0) continue;
+    const std::size_t from = std::max(r.offset, offset);
+    const std::size_t n = std::min(r.end(), end) - from;
+    float* m = model_slice.data() + (from - offset);
+    if (round.delta(c)) {
+      delta_run(n, m, result.data() + from, alpha);
+    } else {
+      // (1 - alpha) s + alpha mean, plus whatever moved the model since the fetch: when nothing did, m - s is
+      // exactly 0 and the result is bit for bit the plain update (alpha = 1 gives the mean).
+      update_run(n, m, fetched.data() + from, result.data() + from, keep, alpha);
+    }
+  }
 }
 
-void fold_contribution(std::span<float> model_slice, std::span<const double> sum, std::span<const float> theirs,
-                       std::span<float> mean, double inv, float alpha) {
-  if (sum.empty()) {
-    fold_run(model_slice.size(), model_slice.data(), theirs.data(), mean.data(), inv, 1.0f - alpha, alpha);
-  } else {
-    fold_run(model_slice.size(), model_slice.data(), sum.data(), theirs.data(), mean.data(), inv, 1.0f - alpha,
-             alpha);
+void reduce_chunk(std::size_t n, const float* own, float* const* theirs, std::uint32_t k, std::size_t at, double inv,
+                  float* mean, bool deltas, float* model, float alpha) {
+  const float keep = 1.0f - alpha;
+  // Ours: read from the model where it is folded (and written there), else only read.
+  float* first = model ? model : const_cast<float*>(own);
+  if (first && k == 1) {  // two peers: one pass
+    float* b = theirs[0] + at;
+    if (!model && deltas) pair_run<true, true, false>(n, first, b, inv, mean, keep, alpha);
+    if (!model && !deltas) pair_run<true, false, false>(n, first, b, inv, mean, keep, alpha);
+    if (model && mean && deltas) pair_run<true, true, true>(n, first, b, inv, mean, keep, alpha);
+    if (model && mean && !deltas) pair_run<true, false, true>(n, first, b, inv, mean, keep, alpha);
+    if (model && !mean && deltas) pair_run<false, true, true>(n, first, b, inv, mean, keep, alpha);
+    if (model && !mean && !deltas) pair_run<false, false, true>(n, first, b, inv, mean, keep, alpha);
+    return;
   }
+  double acc[kTile];
+  for (std::size_t base = 0; base < n; base += kTile) {
+    const std::size_t len = std::min(kTile, n - base);
+    // The first two terms: ours and the first peer's, or (without ours) the first two peers'.
+    std::uint32_t q = 0;
+    const float* a = first ? first + base : theirs[q++] + at + base;
+    if (q < k) {
+      sum_run(len, acc, a, theirs[q++] + at + base);
+    } else {
+      assign_run(len, acc, a);  // a single contribution
+    }
+    for (; q < k; ++q) add_run(len, acc, theirs[q] + at + base);
+    float* const m = model ? model + base : nullptr;
+    float* const out = mean ? mean + base : nullptr;
+    if (m && out) mean_run<true, true>(len, acc, inv, out, m, keep, alpha);
+    if (m && !out) mean_run<false, true>(len, acc, inv, out, m, keep, alpha);
+    if (!m) mean_run<true, false>(len, acc, inv, out, m, keep, alpha);
+    if (deltas) {
+      for (q = 0; q < k; ++q) delta_in_place_run(len, theirs[q] + at + base, acc);
+    }
+  }
+}
+
+void fold_chunk(std::span<float> model_slice, const FoldTarget& target, std::size_t at, float alpha) {
+  reduce_chunk(model_slice.size(), nullptr, target.theirs.data(), static_cast<std::uint32_t>(target.theirs.size()), at,
+               target.inv, target.mean.empty() ? nullptr : target.mean.data() + at, target.deltas, model_slice.data(),
+               alpha);
 }
 
 }  // namespace gridtrain::allreduce

@@ -32,25 +32,30 @@ struct ScatterChunk {
   std::span<const float> data;
 };
 
-// Algorithm 1, line 12: peer `from` sends us the mean of one chunk of its block.
+// Algorithm 1, line 12: peer `from` sends us one chunk of its block reduced: the mean, or (`delta`) the mean less
+// the values we contributed to it, as they reached `from` (docs/design.md, "Deltas").
 struct ReducedChunk {
   RoundKey key;
   std::uint32_t from = 0;
   std::size_t offset = 0;  // absolute, into the whole model vector
   std::uint32_t count = 0;  // contributions averaged, 1..p
   std::span<const float> data;
+  bool delta = false;
 };
 
-enum class SendKind : std::uint8_t { scatter, reduced };
+// scatter: our values for a chunk of the receiver's block. reduced: the mean of a chunk of ours, to a peer whose
+// contribution it lacks. delta: the mean less that peer's contribution, to a peer whose contribution it counts.
+enum class SendKind : std::uint8_t { scatter, reduced, delta };
 
-// A message a Round asks its caller to send to peer `to`, under the round's key. `data` points into
-// the Round's own buffers: it stays valid, and unchanged, until the Round is destroyed.
+// A message a Round asks its caller to send to peer `to`, under the round's key. `data` points into the Round's
+// own buffers, valid and unchanged until the Round is reset() or destroyed; a scatter's points into the values
+// scatter() was given, which the caller keeps valid.
 struct Send {
   SendKind kind = SendKind::scatter;
   std::uint32_t to = 0;
   std::uint32_t chunk = 0;   // index in the Partition, for the caller's bookkeeping
   std::size_t offset = 0;    // absolute
-  std::uint32_t count = 1;   // scatter: 1 (our own values); reduced: contributions averaged
+  std::uint32_t count = 1;   // scatter: 1 (our own values); reduced, delta: contributions averaged
   std::span<const float> data;
 };
 

@@ -2,38 +2,11 @@
 
 #include <algorithm>
 
+#include "allreduce/elastic_update.hpp"
+
 namespace gridtrain::allreduce {
 
 namespace {
-
-// The loops over a chunk, each not inlined and with __restrict parameters, so that GCC vectorizes them without
-// aliasing checks (it drops __restrict when it inlines). The mean multiplies by 1/n rather than divides: a division
-// per element bound the reduce at 64 MB (a third of a node's reduce time in divpd alone); only the owner of a chunk
-// computes its mean, so every peer still applies the same floats.
-[[gnu::noinline]] void assign_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
-  for (std::size_t t = 0; t < len; ++t) sum[t] = a[t];
-}
-[[gnu::noinline]] void add_run(std::size_t len, double* __restrict sum, const float* __restrict a) {
-  for (std::size_t t = 0; t < len; ++t) sum[t] += a[t];
-}
-[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const float* __restrict a, double inv) {
-  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(static_cast<double>(a[t]) * inv);
-}
-[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const float* __restrict a,
-                                const float* __restrict b, double inv) {
-  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>((static_cast<double>(a[t]) + b[t]) * inv);
-}
-[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum, double inv) {
-  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(sum[t] * inv);
-}
-[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum,
-                                const float* __restrict b, double inv) {
-  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>((sum[t] + b[t]) * inv);
-}
-[[gnu::noinline]] void mean_run(std::size_t len, float* __restrict mean, const double* __restrict sum,
-                                const float* __restrict b, const float* __restrict c, double inv) {
-  for (std::size_t t = 0; t < len; ++t) mean[t] = static_cast<float>(((sum[t] + b[t]) + c[t]) * inv);
-}
 
 // The partition of a round with these sizes, or why there is none.
 Result<Partition> round_partition(std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
@@ -63,6 +36,7 @@ Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundC
 void Round::configure(std::uint32_t self, const RoundConfig& config) {
   self_ = self;
   mode_ = config.quorum;
+  deltas_ = config.elastic_rate != 1.0;
   reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
   complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
   block_ = partition_.block(self);
@@ -70,15 +44,16 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   const std::uint32_t peers = partition_.peers();
   const std::size_t model_floats = partition_.model_floats();
   const std::uint32_t our_chunks = partition_.chunks_in_block(self_);
-  // resize, not assign: every float is written before it is read (the fetch fills send_, a chunk's first
-  // contribution is assigned to sum_, and only chunks with a mean are read from result_).
+  // resize, not assign: every float is written before it is read (the fetch fills send_, a contribution lands in
+  // received_ before it counts, and only chunks with a mean are read from result_).
   send_.resize(model_floats);
-  sum_.resize(block_.length);
+  received_.resize(std::size_t{peers - 1} * block_.length);
   contributions_.assign(our_chunks, 0);
-  summed_.assign(our_chunks, 0);
   contributed_.assign(std::size_t{our_chunks} * peers, 0);
+  theirs_.reserve(peers - 1);
   result_.resize(model_floats);
   counts_.assign(partition_.chunk_count(), 0);
+  delta_.assign(partition_.chunk_count(), 0);
   mean_order_.clear();
   mean_order_.reserve(partition_.chunk_count());  // a round then appends without allocating
 }
@@ -96,28 +71,31 @@ Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peer
 void Round::reset(const RoundKey& key) {
   key_ = key;
   std::fill(contributions_.begin(), contributions_.end(), 0);
-  std::fill(summed_.begin(), summed_.end(), 0);
   std::fill(contributed_.begin(), contributed_.end(), 0);
   std::fill(counts_.begin(), counts_.end(), 0);
+  std::fill(delta_.begin(), delta_.end(), 0);
   mean_order_.clear();
   started_ = deadline_passed_ = complete_ = finished_ = false;
   outbox_.clear();
   counters_ = {};
 }
 
-void Round::accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values) {
-  double* sum = sum_.data() + (offset - block_.offset);
-  if (!summed_[k]) {
-    assign_run(values.size(), sum, values.data());
-    summed_[k] = 1;
-  } else {
-    add_run(values.size(), sum, values.data());
+std::span<float> Round::contribution(std::uint32_t c, std::uint32_t from) {
+  const Range r = partition_.chunk(c);
+  const std::size_t q = from < self_ ? from : from - 1;
+  return std::span<float>(received_).subspan(q * block_.length + (r.offset - block_.offset), r.length);
+}
+
+void Round::collect_theirs(std::uint32_t c) {
+  theirs_.clear();
+  const std::size_t k = c - first_chunk_;
+  for (std::uint32_t j = 0; j < peers(); ++j) {
+    if (j != self_ && contributed_[k * peers() + j]) theirs_.push_back(contribution(c, j).data());
   }
-  ++contributions_[k];
 }
 
 // Algorithm 1, lines 3-6: partition s into p blocks and send block j to peer j.
-std::span<const Send> Round::scatter() {
+std::span<const Send> Round::scatter(std::span<const float> ours) {
   outbox_.clear();
   if (started_ || finished_) return {};
   started_ = true;
@@ -128,7 +106,7 @@ std::span<const Send> Round::scatter() {
     for (std::uint32_t c = partition_.first_chunk(to); c < partition_.first_chunk(to + 1); ++c) {
       const Range r = partition_.chunk(c);
       outbox_.push_back(
-          {SendKind::scatter, to, c, r.offset, 1, std::span<const float>(send_).subspan(r.offset, r.length)});
+          {SendKind::scatter, to, c, r.offset, 1, ours.subspan(r.offset, r.length)});
     }
   }
   // Our own block needs no message: it is our contribution, received now. It counts now and is read when its chunk
@@ -146,12 +124,13 @@ std::span<const Send> Round::scatter() {
   return outbox_;
 }
 
-Verdict Round::judge(const ScatterChunk& in, std::uint32_t& chunk) const {
-  if (const Verdict v = key_verdict(in.key); v != Verdict::accepted) return v;
+Verdict Round::judge(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                     std::uint32_t& chunk) const {
+  if (const Verdict v = key_verdict(key); v != Verdict::accepted) return v;
   // Never trust a peer: only a chunk of our block, from another peer, with the right length.
-  const auto c = partition_.find_chunk(in.offset, in.data.size());
-  if (in.from >= peers() || in.from == self_ || !c || partition_.block_of(*c) != self_) return Verdict::malformed;
-  if (contributed_[std::size_t{*c - first_chunk_} * peers() + in.from]) return Verdict::duplicate;
+  const auto c = partition_.find_chunk(offset, length);
+  if (from >= peers() || from == self_ || !c || partition_.block_of(*c) != self_) return Verdict::malformed;
+  if (contributed_[std::size_t{*c - first_chunk_} * peers() + from]) return Verdict::duplicate;
   // The chunk is reduced already: its mean has been sent, so this contribution cannot count.
   if (finished_ || counts_[*c] > 0) return Verdict::late;
   chunk = *c;
@@ -159,22 +138,32 @@ Verdict Round::judge(const ScatterChunk& in, std::uint32_t& chunk) const {
 }
 
 // Algorithm 1, lines 7-9: receive a block from peer i and store it in r(i), until theta_r of the
-// peers have sent. We keep a running sum instead of p copies, so r costs N/p doubles.
+// peers have sent.
 Outcome Round::on_scatter(const ScatterChunk& in) {
-  outbox_.clear();
-  std::uint32_t c = 0;
-  if (const Verdict v = judge(in, c); v != Verdict::accepted) return {counted(v), {}};
-  const std::uint32_t k = c - first_chunk_;
-  contributed_[std::size_t{k} * peers() + in.from] = 1;
-  if (started_ && contributions_[k] + 1 == peers()) {
-    // The last contribution: the chunk is reduced now whatever the quorum, so its sum need not be stored first
-    // (one pass over the chunk instead of two; the same arithmetic).
-    ++contributions_[k];
-    reduce(c, in.data);
-    complete_if_quorum();
-    return {Verdict::accepted, outbox_};
+  const PayloadTarget target = contribution_target(in.key, in.from, in.offset, in.data.size());
+  if (target.verdict != Verdict::accepted) {
+    outbox_.clear();
+    return {target.verdict, {}};
   }
-  accumulate(k, in.offset, in.data);
+  std::copy(in.data.begin(), in.data.end(), target.into.begin());
+  return contribution_arrived(target.chunk, in.from);
+}
+
+PayloadTarget Round::contribution_target(const RoundKey& key, std::uint32_t from, std::size_t offset,
+                                         std::size_t length) {
+  std::uint32_t c = 0;
+  if (const Verdict v = counted(judge(key, from, offset, length, c)); v != Verdict::accepted) return {v, 0, {}};
+  return {Verdict::accepted, c, contribution(c, from)};
+}
+
+Outcome Round::contribution_arrived(std::uint32_t c, std::uint32_t from) {
+  outbox_.clear();
+  const std::uint32_t k = c - first_chunk_;
+  // The chunk may have been reduced (a deadline, a catch-up) while the payload was on its way.
+  if (contributed_[std::size_t{k} * peers() + from]) return {counted(Verdict::duplicate), {}};
+  if (finished_ || counts_[c] > 0) return {counted(Verdict::late), {}};
+  contributed_[std::size_t{k} * peers() + from] = 1;
+  ++contributions_[k];
   // Line 9: until received from theta_r of the peers. Before scatter() our own part is missing.
   if (started_ && quorum_met(contributions_[k], reduce_quorum_, peers())) {
     reduce(c);
@@ -183,24 +172,25 @@ Outcome Round::on_scatter(const ScatterChunk& in) {
   return {Verdict::accepted, outbox_};
 }
 
-bool Round::reduces_with(const ScatterChunk& in) const {
-  std::uint32_t c = 0;
-  if (!started_ || judge(in, c) != Verdict::accepted) return false;
-  const std::uint32_t arrived = contributions_[c - first_chunk_] + 1;
-  return arrived == peers() || quorum_met(arrived, reduce_quorum_, peers());
+bool Round::reduces_with(std::uint32_t c, std::uint32_t from) const {
+  if (!started_ || c < first_chunk_ || c - first_chunk_ >= contributions_.size() || from >= peers() ||
+      from == self_)
+    return false;
+  const std::uint32_t k = c - first_chunk_;
+  if (finished_ || counts_[c] > 0 || contributed_[std::size_t{k} * peers() + from]) return false;
+  return quorum_met(contributions_[k] + 1, reduce_quorum_, peers());
 }
 
-// The last contribution to a chunk, our own still to be read: on_scatter()'s first case, where the caller reads our
-// values itself.
-std::optional<FoldTarget> Round::fold_target(const ScatterChunk& in) {
-  std::uint32_t c = 0;
-  if (!started_ || judge(in, c) != Verdict::accepted) return std::nullopt;
+// The last contribution to a chunk, our own still to be read: the caller reduces the chunk over the model.
+std::optional<FoldTarget> Round::fold_target(std::uint32_t c, std::uint32_t from) {
+  if (!reduces_with(c, from) || contributions_[c - first_chunk_] + 1 != peers()) return std::nullopt;
   const std::uint32_t k = c - first_chunk_;
-  if (contributions_[k] + 1 != peers()) return std::nullopt;
-  const Range r = partition_.chunk(c);
-  std::span<const double> sum;
-  if (summed_[k]) sum = std::span<const double>(sum_.data() + (r.offset - block_.offset), r.length);
-  return FoldTarget{c, in.from, std::span<float>(result_).subspan(r.offset, r.length), sum, 1.0 / peers()};
+  contributed_[std::size_t{k} * peers() + from] = 1;  // so that collect_theirs() lists it; folded() counts it
+  collect_theirs(c);
+  contributed_[std::size_t{k} * peers() + from] = 0;
+  std::span<float> mean;
+  if (!deltas_) mean = std::span<float>(result_).subspan(partition_.chunk(c).offset, partition_.chunk(c).length);
+  return FoldTarget{c, from, theirs_, 1.0 / peers(), deltas_, mean};
 }
 
 Outcome Round::folded(const FoldTarget& target) {
@@ -208,7 +198,7 @@ Outcome Round::folded(const FoldTarget& target) {
   const std::uint32_t k = target.chunk - first_chunk_;
   contributed_[std::size_t{k} * peers() + target.from] = 1;
   ++contributions_[k];
-  mean_written(target.chunk);
+  reduced(target.chunk);
   complete_if_quorum();
   return {Verdict::accepted, outbox_};
 }
@@ -216,63 +206,54 @@ Outcome Round::folded(const FoldTarget& target) {
 // Algorithm 1, line 10: reduce to the elementwise mean, and lines 11-13: send it to every peer.
 // The mean is over the contributions actually received, not over p: a missing peer must not pull
 // the average towards zero.
-void Round::reduce(std::uint32_t c, std::span<const float> last) {
-  const std::uint32_t k = c - first_chunk_;
+void Round::reduce(std::uint32_t c) {
   const Range r = partition_.chunk(c);
-  const double inv = 1.0 / contributions_[k];
-  const double* sum = summed_[k] ? sum_.data() + (r.offset - block_.offset) : nullptr;
-  // Our contribution, still in send_ (counted at scatter(), read now); none before scatter() (finish()).
+  collect_theirs(c);
+  // Our contribution, in send_ (counted at scatter(), read now); none before scatter() (finish()).
   const float* own = started_ ? send_.data() + r.offset : nullptr;
-  float* mean = result_.data() + r.offset;
-  // The terms in one order, ((others' sum + ours) + the last): what fold_contribution() computes too.
-  if (sum && own && !last.empty()) {
-    mean_run(r.length, mean, sum, own, last.data(), inv);
-  } else if (sum && own) {
-    mean_run(r.length, mean, sum, own, inv);
-  } else if (sum && !last.empty()) {
-    mean_run(r.length, mean, sum, last.data(), inv);
-  } else if (sum) {
-    mean_run(r.length, mean, sum, inv);
-  } else if (own && !last.empty()) {
-    mean_run(r.length, mean, own, last.data(), inv);
-  } else if (own) {
-    mean_run(r.length, mean, own, inv);
-  } else {
-    mean_run(r.length, mean, last.data(), inv);  // the last alone: only a Round without our contribution
-  }
-  mean_written(c);
+  reduce_chunk(r.length, own, theirs_.data(), static_cast<std::uint32_t>(theirs_.size()), 0,
+               1.0 / contributions_[c - first_chunk_], result_.data() + r.offset, deltas_, nullptr, 0.0f);
+  reduced(c);
 }
 
-void Round::mean_written(std::uint32_t c) {
+void Round::reduced(std::uint32_t c) {
   const Range r = partition_.chunk(c);
-  const std::uint32_t n = contributions_[c - first_chunk_];
+  const std::uint32_t k = c - first_chunk_;
+  const std::uint32_t n = contributions_[k];
   counts_[c] = n;
   mean_order_.push_back(c);
   if (n < peers()) ++counters_.short_reductions;
   const std::uint32_t p = peers();
   for (std::uint32_t step = 1; step < p; ++step) {
-    outbox_.push_back({SendKind::reduced, (self_ + step) % p, c, r.offset, n,
-                       std::span<const float>(result_).subspan(r.offset, r.length)});
+    const std::uint32_t to = (self_ + step) % p;
+    if (deltas_ && contributed_[std::size_t{k} * p + to]) {
+      outbox_.push_back({SendKind::delta, to, c, r.offset, n, contribution(c, to)});
+    } else {
+      outbox_.push_back({SendKind::reduced, to, c, r.offset, n, std::span<const float>(result_).subspan(r.offset,
+                                                                                                      r.length)});
+    }
   }
 }
 
 // Algorithm 1, lines 14-15: receive the mean of block i from peer i and store it in g(i).
 Outcome Round::on_reduced(const ReducedChunk& in) {
-  const ReducedTarget target = reduced_target(in.key, in.from, in.offset, in.data.size(), in.count);
+  const PayloadTarget target = reduced_target(in.key, in.from, in.offset, in.data.size(), in.count, in.delta);
   if (target.verdict != Verdict::accepted) {
     outbox_.clear();
     return {target.verdict, {}};
   }
   std::copy(in.data.begin(), in.data.end(), target.into.begin());
-  return reduced_arrived(target.chunk, in.count);
+  return reduced_arrived(target.chunk, in.count, in.delta);
 }
 
-ReducedTarget Round::reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
-                                    std::uint32_t count) {
+PayloadTarget Round::reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                                    std::uint32_t count, bool delta) {
   if (const Verdict v = check_key(key); v != Verdict::accepted) return {v, 0, {}};
   // Only peer j reduces block j, and a mean averages between 1 and p contributions.
   const auto c = partition_.find_chunk(offset, length);
-  if (from >= peers() || from == self_ || !c || partition_.block_of(*c) != from || count == 0 || count > peers()) {
+  // A delta is the mean less our contribution, so it counts ours: none comes before we scatter, nor with α = 1.
+  if (from >= peers() || from == self_ || !c || partition_.block_of(*c) != from || count == 0 || count > peers() ||
+      (delta && (!started_ || !deltas_))) {
     ++counters_.malformed;
     return {Verdict::malformed, 0, {}};
   }
@@ -288,7 +269,7 @@ ReducedTarget Round::reduced_target(const RoundKey& key, std::uint32_t from, std
   return {Verdict::accepted, *c, std::span<float>(result_).subspan(offset, length)};
 }
 
-Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
+Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count, bool delta) {
   outbox_.clear();
   // The round may have completed (a deadline, a catch-up) while the payload was on its way.
   if (counts_[chunk] > 0) {
@@ -300,6 +281,7 @@ Outcome Round::reduced_arrived(std::uint32_t chunk, std::uint32_t count) {
     return {Verdict::late, {}};
   }
   counts_[chunk] = count;
+  delta_[chunk] = delta ? 1 : 0;
   mean_order_.push_back(chunk);
   complete_if_quorum();
   return {Verdict::accepted, outbox_};

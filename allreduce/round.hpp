@@ -20,9 +20,9 @@
 namespace gridtrain::allreduce {
 
 // An allocator whose resize() leaves new elements uninitialized: a buffer that grows writes nothing into the growth,
-// so its pages cost memory only once they are written. The Round's block accumulator grows when a line shrinks
-// (a larger block) and, with 2 peers, is never written at all (the last contribution is reduced straight into the
-// mean): zero-filled, it stepped a node's resident memory up by the growth (22 MB at 16 M floats, 3 peers to 2).
+// so its pages cost memory only once they are written. The Round's buffers grow when a line changes, and parts of
+// them are never written (our values for other peers' blocks, where they go out straight from the model): zero-
+// filled, a growth stepped a node's resident memory up by its size (22 MB at 16 M floats, 3 peers to 2).
 // Its memory is a large buffer's (base/large_buffer.hpp): on huge pages from 2 MB.
 template <class T>
 struct UninitializedAllocator : LargeBufferAllocator<T> {
@@ -43,6 +43,9 @@ struct UninitializedAllocator : LargeBufferAllocator<T> {
   }
 };
 
+template <class T>
+using UninitializedBuffer = std::vector<T, UninitializedAllocator<T>>;
+
 // What went wrong in a round, for metrics.
 struct RoundCounters {
   std::uint64_t late = 0;       // contributions or reduced chunks that came after they could count
@@ -61,23 +64,25 @@ struct Outcome {
   std::span<const Send> sends;
 };
 
-// Where the payload of a reduced chunk goes when it is read straight into the result (reduced_target()): the
-// verdict on its header and, when accepted, the chunk and its place in result().
-struct ReducedTarget {
+// Where the payload of an incoming chunk goes, read straight into the Round's buffers (contribution_target(),
+// reduced_target()): the verdict on its header and, when accepted, the chunk and the place for its payload.
+struct PayloadTarget {
   Verdict verdict = Verdict::accepted;
   std::uint32_t chunk = 0;
   std::span<float> into;
 };
 
-// Where a contribution that Round::fold_target() accepts is reduced: the chunk, the sender, the chunk's mean in
-// result(), the sum of the contributions before it (empty where there were none but ours) and 1/n, for
-// mean = ((sum + ours) + theirs)·(1/n).
+// A chunk of our block that Round::fold_target() lets the caller reduce over the model (allreduce::fold_chunk): the
+// chunk, the sender of its last contribution, every other peer's contribution (from its first float, in peer
+// order; valid until the next call on the Round), 1/p, and where the results go: each peer's delta in place of its
+// contribution, or (without deltas, α = 1) the mean into `mean`, the chunk's place in result().
 struct FoldTarget {
   std::uint32_t chunk = 0;
   std::uint32_t from = 0;
-  std::span<float> mean;
-  std::span<const double> sum;  // the other contributions' sum, none with two peers
+  std::span<float* const> theirs;
   double inv = 0;
+  bool deltas = true;
+  std::span<float> mean;  // empty with deltas
 };
 
 // One allreduce round of BIDMach (Algorithm 1 of the paper) among the p peers of a line, seen
@@ -86,7 +91,7 @@ struct FoldTarget {
 //   Round round = Round::create(key, n, peers, self, config).value();
 //   copy the model into round.send_buffer();            // 1. fetch (or chunk by chunk: see send_buffer())
 //   send(round.scatter());                             // 2. scatter
-//   for each message: send(round.on_scatter(m).sends)  // 3. reduce, and send the mean
+//   for each message: send(round.on_scatter(m).sends)  // 3. reduce, and send the mean (or each peer's delta)
 //                 or: send(round.on_reduced(m).sends)  // 4. gather, 5. complete
 //   at the quorum timeout: send(round.deadline_passed());
 //   on Verdict::newer: send(round.finish());
@@ -103,15 +108,21 @@ struct FoldTarget {
 // peers still get the mean from us; reduced chunks that arrive after completion are late. After
 // finish() everything is late.
 //
-// Memory is O(N): send buffer, result buffer, and a double accumulator for our block, allocated by create() and
-// kept by reset(), which starts the next round of the same line in the same buffers: a round allocates and
-// zero-fills nothing (the accumulator takes each chunk's first contribution by assignment).
+// The owner of a chunk answers each peer whose contribution it counts with a delta, the mean less that
+// contribution as it came, and each other peer with the mean: so a peer needs no copy of what it sent to apply its
+// update (elastic_update), and may send straight from a model that moves meanwhile. The owner keeps each peer's
+// contribution until the chunk is reduced, and writes its delta in its place. Except with α = 1 (deltas() false):
+// the mean goes to every peer, which then needs its copy, so that every peer's model becomes the same floats.
+//
+// Memory is O(N): send buffer, result buffer, and our block's contributions from the p - 1 other peers, allocated
+// by create() and kept by reset(), which starts the next round of the same line in the same buffers: a round
+// allocates and zero-fills nothing.
 // Not thread-safe: one owner drives it.
 class Round {
  public:
   // The round, or why there is none: peers == 0, self >= peers, or sizes the Partition rejects. It uses the
-  // config's thresholds θr and θc, its quorum mode and max_chunk_floats (the rest is the caller's: α, θa, the
-  // timeout's clock).
+  // config's thresholds θr and θc, its quorum mode, max_chunk_floats, and whether α is 1 (deltas(); the rest is
+  // the caller's: α itself, θa, the timeout's clock).
   static Result<Round> create(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
                               const RoundConfig& config);
   // The next round of a new line version (other peers, our index, settings) in this Round's buffers: they keep
@@ -136,46 +147,64 @@ class Round {
   std::uint32_t peers() const { return partition_.peers(); }
   std::uint32_t reduce_quorum() const { return reduce_quorum_; }      // q_r = quorum(theta_r, p)
   std::uint32_t complete_quorum() const { return complete_quorum_; }  // q_c = quorum(theta_c, C)
+  // Whether a peer whose contribution counted gets a delta (α < 1); else the mean, and the update needs our copy of
+  // the chunk in send_buffer(): s + (mean − s) is the mean only within a rounding, and with α = 1 the peers' models
+  // must come out the same floats.
+  bool deltas() const { return deltas_; }
 
-  // 1. Fetch: the caller fills this with the model (N floats), tensor by tensor under its locks. All of it before
-  // scatter(), or chunk by chunk: a chunk of another block before its Send goes out, a chunk of our block before
-  // the Round reduces it (an on_scatter() that reduces it: reduces_with(); scatter() when our values alone are a
-  // quorum; deadline_passed(), finish()), except a chunk that is folded (fold_target()). The data plane does the
-  // latter (dataplane/line_runner.hpp).
+  // 1. Fetch: our values (N floats), tensor by tensor under the model's locks: all before scatter(), or chunk by
+  // chunk: a chunk of another block before its Send goes out (unless scatter() was given the model itself, with
+  // deltas()) or at the latest before its update where it got the mean, a chunk of our block before the Round
+  // reduces it (a contribution that reduces it: reduces_with(); scatter() when our values alone are a quorum;
+  // deadline_passed(), finish()), except a chunk that is folded (fold_target()). The data plane does the latter
+  // (dataplane/line_runner.hpp).
   std::span<float> send_buffer() { return send_; }
   std::span<const float> send_buffer() const { return send_; }
 
-  // 2. Scatter: what to send to each peer, block j to peer j, starting at peer self + 1; plus the
-  // reduced chunks of our block if our own contribution already makes a quorum.
-  // A second call returns nothing.
-  std::span<const Send> scatter();
+  // 2. Scatter: what to send to each peer, block j to peer j, starting at peer self + 1, read from `ours` (N floats:
+  // send_buffer(), or with deltas() the model itself, read as each Send goes out, since a delta is against what
+  // arrived); plus the reduced chunks of our block if our own contribution already makes a quorum. A second call
+  // returns nothing.
+  // REQUIRES: ours.size() == partition().model_floats()
+  std::span<const Send> scatter(std::span<const float> ours);
+  std::span<const Send> scatter() { return scatter(send_); }
 
-  // 3. Reduce: a contribution to a chunk of our block. Once a quorum of contributions is in, the
-  // mean goes out to every other peer.
+  // 3. Reduce: a contribution to a chunk of our block. Once a quorum of contributions is in, the chunk's mean goes
+  // out: as a delta to each peer whose contribution it counts, as the mean to the others.
   Outcome on_scatter(const ScatterChunk& chunk);
+  // The same in two steps, for a payload read straight into the Round: first the verdict on the header (counted
+  // as on_scatter counts it) and where the payload goes; once it is there, contribution_arrived() counts it.
+  PayloadTarget contribution_target(const RoundKey& key, std::uint32_t from, std::size_t offset,
+                                    std::size_t length);
+  // REQUIRES: contribution_target() accepted `chunk` from `from`, its payload is in place, and nothing since has
+  // reset() the round.
+  Outcome contribution_arrived(std::uint32_t chunk, std::uint32_t from);
 
-  // Whether on_scatter(in) would reduce its chunk now (so that our values must be in send_ first). Counts nothing.
-  bool reduces_with(const ScatterChunk& in) const;
+  // Whether contribution_arrived(chunk, from) would reduce the chunk now (so that our values must be in send_
+  // first). Counts nothing.
+  bool reduces_with(std::uint32_t chunk, std::uint32_t from) const;
 
-  // 3, folded. Whether `in` is the last contribution its chunk waits for (every other peer's is in, ours counted by
-  // scatter() and read only at the reduce): then a caller that has not copied our values into send_ for the chunk
-  // may, instead, read them from the model, write the mean and apply the chunk's elastic update in one pass
-  // (allreduce::fold_contribution) and report it with folded(). One pass over the chunk rather than three
-  // (snapshot, mean, update), and send_ is not read for it. Changes and counts nothing: where it says no, the
-  // caller fills send_ (where reduces_with(in)) and calls on_scatter(), which judges `in` as ever.
-  std::optional<FoldTarget> fold_target(const ScatterChunk& in);
-  // REQUIRES: fold_target(in) gave `target`, its mean is written, and nothing since has changed the round.
+  // 3, folded. Whether the contribution of `from`, in place, is the last one its chunk waits for (every other
+  // peer's is in, ours counted by scatter() and read only at the reduce): then a caller that has not copied our
+  // values into send_ for the chunk may, instead, reduce the chunk over the model (allreduce::reduce_chunk: our
+  // values read, the deltas written and the chunk's elastic update applied in one pass) and report it with
+  // folded(). One pass over the chunk rather than three (snapshot, reduce, update), and send_ is not read for it.
+  // Changes and counts nothing: where it says no, the caller fills send_ (where reduces_with()) and calls
+  // contribution_arrived(), which judges the contribution as ever. result() gets no mean for a folded chunk: no
+  // peer needs it, since every peer's contribution counted.
+  std::optional<FoldTarget> fold_target(std::uint32_t chunk, std::uint32_t from);
+  // REQUIRES: fold_target() gave `target`, the chunk is reduced as it says, and nothing since has changed the round.
   Outcome folded(const FoldTarget& target);
 
-  // 4./5. Gather and complete: the mean of a chunk of another peer's block.
+  // 4./5. Gather and complete: a chunk of another peer's block, reduced (its mean, or a delta).
   Outcome on_reduced(const ReducedChunk& chunk);
   // The same in two steps, for a payload read straight into the result: first the verdict on the header (counted
   // as on_reduced counts it) and where the payload goes; once it is there, reduced_arrived() counts it. A payload
   // that lands and is not counted changes nothing: result() is meaningful only where count() > 0.
-  ReducedTarget reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
-                               std::uint32_t count);
+  PayloadTarget reduced_target(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                               std::uint32_t count, bool delta);
   // REQUIRES: reduced_target() accepted `chunk` with `count`, and nothing since has reset() the round.
-  Outcome reduced_arrived(std::uint32_t chunk, std::uint32_t count);
+  Outcome reduced_arrived(std::uint32_t chunk, std::uint32_t count, bool delta);
 
   // The quorum timeout has passed (measured by the caller): in timeout mode, a quorum is now
   // enough for the reduce and for completion. In fraction mode it changes nothing.
@@ -190,10 +219,12 @@ class Round {
   bool started() const { return started_; }
   bool complete() const { return complete_; }
 
-  // The result: the mean for chunk c, averaged over count(c) contributions; 0 means no mean came,
-  // so that slice gets no update.
+  // The result: for chunk c, reduced over count(c) contributions, the mean, or where delta(c) the mean less our
+  // contribution (a chunk of another peer's block that counted ours); count 0 means nothing came, so that slice
+  // gets no update. A folded chunk of our block has a count and no mean here (its update is applied).
   // REQUIRES: c < partition().chunk_count()
   std::uint32_t count(std::uint32_t c) const { return counts_[c]; }
+  bool delta(std::uint32_t c) const { return delta_[c] != 0; }
   std::uint32_t received_chunks() const { return static_cast<std::uint32_t>(mean_order_.size()); }
   // The chunks that have a mean, in the order their means came (ours, reduced, and others', received), so that a
   // caller can apply each chunk's update as soon as its mean is here, while the data is still in the cache, rather
@@ -201,16 +232,6 @@ class Round {
   // are still reduced for slower peers.
   std::span<const std::uint32_t> means_in_order() const { return mean_order_; }
   std::span<const float> result() const { return result_; }  // N floats; meaningful where count > 0
-
-  // Calls fn(offset, mean) for each maximal run of chunks in [begin, end) that have a mean; offset
-  // is absolute and mean a span into the result.
-  // REQUIRES: begin <= end <= partition().model_floats()
-  template <class Fn>
-  void for_each_received(std::size_t begin, std::size_t end, Fn&& fn) const;
-  template <class Fn>
-  void for_each_received(Fn&& fn) const {
-    for_each_received(0, partition_.model_floats(), static_cast<Fn&&>(fn));
-  }
 
   const RoundCounters& counters() const { return counters_; }
 
@@ -223,37 +244,42 @@ class Round {
   Verdict check_key(const RoundKey& key);
   // Counts v in counters_ (nothing for accepted) and returns it.
   Verdict counted(Verdict v);
-  // The chunk's mean, over its stored sum; with `last`, over the sum plus `last` (the last contribution).
-  void reduce(std::uint32_t c, std::span<const float> last = {});
-  // Chunk c has its mean, over its contributions so far, in result_: counted, and sent to every other peer.
-  void mean_written(std::uint32_t c);
-  // The checks on_scatter() makes before it takes a contribution: our block's chunk `in` adds to, or the verdict.
-  // Counts nothing.
-  Verdict judge(const ScatterChunk& in, std::uint32_t& chunk) const;
+  // The chunk's mean over its contributions, into result_, and each contributing peer's delta in its place.
+  void reduce(std::uint32_t c);
+  // Chunk c is reduced over its contributions so far: counted, and sent to every other peer.
+  void reduced(std::uint32_t c);
+  // The checks made before a contribution is taken: our block's chunk it is for, or the verdict. Counts nothing.
+  Verdict judge(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
+                std::uint32_t& chunk) const;
+  // Collects into theirs_ where chunk c's contributions from the other peers lie, in peer order.
+  void collect_theirs(std::uint32_t c);
+  // Where peer `from`'s contribution to chunk c of our block lies. REQUIRES: from != self_
+  std::span<float> contribution(std::uint32_t c, std::uint32_t from);
   void complete_if_quorum();
   // Our index, the settings and what follows from them and partition_; buffers sized to match (capacity kept).
   void configure(std::uint32_t self, const RoundConfig& config);
-  // Adds a contribution to chunk k of our block (its first one is assigned, so sum_ needs no zeroing).
-  void accumulate(std::uint32_t k, std::size_t offset, std::span<const float> values);
 
   RoundKey key_;
   Partition partition_;
   // Set by configure():
   std::uint32_t self_ = 0;
   QuorumMode mode_ = QuorumMode::timeout;
+  bool deltas_ = true;
   std::uint32_t reduce_quorum_ = 0;
   std::uint32_t complete_quorum_ = 0;
   Range block_{};                  // our block, absolute
   std::uint32_t first_chunk_ = 0;  // of our block
 
-  // The buffers of N floats (and our block's sum) are large buffers: huge pages, for the passes over them.
-  LargeBuffer<float> send_;                   // s
-  std::vector<double, UninitializedAllocator<double>> sum_;  // r, summed: exact for any arrival order
+  // The buffers of N floats (and our block's contributions) are large buffers: huge pages, for the passes over
+  // them. Uninitialized: every float is written before it is read.
+  UninitializedBuffer<float> send_;      // s
+  UninitializedBuffer<float> received_;  // r: [other peer q][our block], q = from less one past self_
   std::vector<std::uint32_t> contributions_;  // per chunk of our block
-  std::vector<std::uint8_t> summed_;       // per chunk of our block: sum_ holds other peers' contributions
   std::vector<std::uint8_t> contributed_;     // [chunk of our block][peer]: duplicates are not counted twice
-  LargeBuffer<float> result_;                 // g
+  std::vector<float*> theirs_;                // collect_theirs()'s (capacity p − 1, kept)
+  UninitializedBuffer<float> result_;    // g
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
+  std::vector<std::uint8_t> delta_;           // per chunk: result_ holds a delta
   std::vector<std::uint32_t> mean_order_;     // the chunks with count > 0, in arrival order (capacity C, kept)
 
   bool started_ = false;
@@ -263,28 +289,5 @@ class Round {
   std::vector<Send> outbox_;  // reused, so a message costs no allocation
   RoundCounters counters_;
 };
-
-template <class Fn>
-void Round::for_each_received(std::size_t begin, std::size_t end, Fn&& fn) const {
-  if (begin >= end) return;
-  // Neighbouring chunks lie next to each other in result_, so a run of them is one span.
-  std::size_t run_begin = begin;
-  bool in_run = false;
-  for (std::uint32_t c = partition_.chunk_containing(begin); c < partition_.chunk_count(); ++c) {
-    const Range r = partition_.chunk(c);
-    if (r.offset >= end) break;
-    if (counts_[c] > 0) {
-      if (!in_run) run_begin = std::max(r.offset, begin);
-      in_run = true;
-    } else if (in_run) {
-      fn(run_begin, std::span<const float>(result_).subspan(run_begin, r.offset - run_begin));
-      in_run = false;
-    }
-  }
-  if (in_run) {
-    const std::size_t run_end = std::min(end, partition_.model_floats());
-    fn(run_begin, std::span<const float>(result_).subspan(run_begin, run_end - run_begin));
-  }
-}
 
 }  // namespace gridtrain::allreduce

@@ -4,12 +4,13 @@
 //
 // Two peers' Rounds (allreduce/round.hpp) over two ParameterStores, driven in one thread with no I/O: each chunk is
 // snapshot from the store (ParameterStore::fetch_range, as the data plane does just before sending it), the peer's
-// chunk reduced into the mean (Round::on_scatter), the means exchanged (Round::on_reduced: a copy, standing in for
-// the socket's receive), and the elastic update applied chunk by chunk (allreduce::elastic_update, under the tensor
-// locks). Timed for peer 0 alone, phase by phase, each a pass over the model or its half as the data plane makes
-// it. Then the same round as the data plane makes it with two peers, our block folded (Round::fold_target): the
-// other block's snapshot and update as before, our block's snapshot, mean and update in one pass
-// (allreduce::fold_contribution, under the tensor locks). For scale, two passes any allreduce of N floats makes or
+// chunk landed and reduced into the mean and its delta (Round::on_scatter), the deltas exchanged (Round::on_reduced:
+// a copy, standing in for the socket's receive), and the elastic update applied chunk by chunk
+// (allreduce::elastic_update, under the tensor locks). Timed for peer 0 alone, phase by phase, each a pass over the
+// model or its half as the data plane makes it. Then the same round as the data plane makes it over TCP with two
+// peers: our values for the other block sent straight from the store (no pass), our block folded
+// (Round::fold_target: our values, the mean, the delta and the update in one pass, allreduce::fold_chunk under the
+// tensor locks), the other block updated from the deltas. For scale, two passes any allreduce of N floats makes or
 // needs: a memcpy of the model (a socket copy moves as many bytes) and a bare reduce of half of it (a[i] += b[i],
 // MPI's part with two processes).
 //
@@ -130,7 +131,8 @@ int main(int argc, char** argv) {
       means[1].insert(means[1].end(), out.sends.begin(), out.sends.end());
     }
     t = Clock::now();
-    for (const auto& s : means[1]) rounds[0].on_reduced({rounds[0].key(), 1, s.offset, s.count, s.data});
+    for (const auto& s : means[1])
+      rounds[0].on_reduced({rounds[0].key(), 1, s.offset, s.count, s.data, s.kind == allreduce::SendKind::delta});
     const double exch = ms_since(t);
     if (!rounds[0].complete()) {
       std::fprintf(stderr, "bench_round_passes: the round did not complete\n");
@@ -144,42 +146,36 @@ int main(int argc, char** argv) {
       });
     }
     const double upd = ms_since(t);
-    // The folded round: peer 0 snapshots and later updates peer 1's block, and folds peer 1's chunks of its own.
+    // The round as the data plane runs it over TCP with two peers: our values for peer 1's block go out straight
+    // from the store (nothing copied), peer 1's chunks of our block land (the socket's copy, not timed) and fold,
+    // and peer 1's deltas update the other block.
     for (std::uint32_t p = 0; p < 2; ++p) rounds[p].reset({1, 1, 0, 0, static_cast<std::uint64_t>(rep) + 1000});
     const allreduce::Range other = part.block(1);
-    t = Clock::now();
-    for (std::uint32_t c = part.first_chunk(1); c < part.chunk_count(); ++c) {
-      const allreduce::Range r = part.chunk(c);
-      stores[0]->fetch_range(r.offset, rounds[0].send_buffer().subspan(r.offset, r.length));
-    }
-    double other_ms = ms_since(t);
     stores[1]->fetch(rounds[1].send_buffer());
-    rounds[0].scatter();
+    const auto direct = rounds[0].scatter(stores[0]->arena());
+    std::vector<allreduce::Send> from_model(direct.begin(), direct.end());
     rounds[1].scatter();  // its chunks for peer 0 are to_peer[1]'s: the same offsets, now from this round's buffer
+    for (const auto& s : to_peer[1]) {
+      const auto landing = rounds[0].contribution_target(rounds[0].key(), 1, s.offset, s.data.size());
+      std::copy(s.data.begin(), s.data.end(), landing.into.begin());
+    }
     t = Clock::now();
     for (const auto& s : to_peer[1]) {
-      const allreduce::ScatterChunk in{rounds[0].key(), 1, s.offset, s.data};  // s.data: in rounds[1]'s send buffer
-      const auto target = rounds[0].fold_target(in);
+      const auto target = rounds[0].fold_target(part.chunk_containing(s.offset), 1);
       if (!target) {
         std::fprintf(stderr, "bench_round_passes: a chunk of our block did not fold\n");
         return 1;
       }
       stores[0]->update_range(s.offset, s.offset + s.data.size(), [&](std::size_t offset, std::span<float> values) {
-        const std::size_t from = offset - s.offset;
-        allreduce::fold_contribution(values, {}, in.data.subspan(from, values.size()),
-                                     target->mean.subspan(from, values.size()), target->inv, alpha);
+        allreduce::fold_chunk(values, *target, offset - s.offset, alpha);
       });
       rounds[0].folded(*target);
     }
     const double folding = ms_since(t);
-    for (const auto& s : to_peer[0]) {
-      const allreduce::ScatterChunk in{rounds[1].key(), 0, s.offset, s.data};  // s.data: in rounds[0]'s send buffer
-      rounds[1].on_scatter(in);
-    }
-    for (std::uint32_t c = part.first_chunk(1); c < part.chunk_count(); ++c) {
-      const allreduce::Range r = part.chunk(c);
-      const std::span<const float> mean = std::span<const float>(rounds[1].result()).subspan(r.offset, r.length);
-      rounds[0].on_reduced({rounds[0].key(), 1, r.offset, 2, mean});
+    for (const auto& s : from_model) {
+      const auto out = rounds[1].on_scatter({rounds[1].key(), 0, s.offset, s.data});
+      for (const auto& d : out.sends)
+        rounds[0].on_reduced({rounds[0].key(), 1, d.offset, d.count, d.data, d.kind == allreduce::SendKind::delta});
     }
     if (!rounds[0].complete()) {
       std::fprintf(stderr, "bench_round_passes: the folded round did not complete\n");
@@ -189,7 +185,7 @@ int main(int argc, char** argv) {
     stores[0]->update_range(other.offset, other.offset + other.length, [&](std::size_t offset, std::span<float> v) {
       allreduce::elastic_update(v, offset, rounds[0], alpha);
     });
-    other_ms += ms_since(t);
+    const double other_ms = ms_since(t);
 
     t = Clock::now();
     stores[0]->fetch(std::span<float>(copy_to));
@@ -213,20 +209,21 @@ int main(int argc, char** argv) {
               floats, static_cast<double>(floats) * 4 / 1e6, chunk, static_cast<double>(alpha), repeats);
   const double own = median(snapshot) + median(reduce) + median(update);
   const auto row = [](const char* what, double ms) { std::printf("  %-56s %8.2f\n", what, ms); };
+  std::printf("a round with every value copied out first and nothing folded (as under TLS, without folding):\n");
   row("snapshot (fetch_range, chunk by chunk)", median(snapshot));
-  row("reduce: the mean of our block (on_scatter)", median(reduce));
+  row("reduce: our block's contributions in, mean and deltas", median(reduce));
   row("elastic update (chunk by chunk, under the lock)", median(update));
   row("= the passes of a training round", own);
-  row("the means received (on_reduced: a copy, as a socket's)", median(exchange));
-  std::printf("the same round with our block folded (two peers, as the data plane runs it):\n");
-  row("the other block: snapshot and elastic update", median(fold_other));
-  row("our block: snapshot, mean and update in one pass (folded)", median(fold_own));
+  row("the deltas received (on_reduced: a copy, as a socket's)", median(exchange));
+  std::printf("the round as the data plane runs it over TCP with two peers (sent from the model, our block folded):\n");
+  row("the other block: the update from the deltas", median(fold_other));
+  row("our block: our values, mean, delta, update in one pass", median(fold_own));
   const double folded_total = median(fold_other) + median(fold_own);
-  row("= the passes of a folded round", folded_total);
+  row("= the passes of such a round", folded_total);
   std::printf("for scale:\n");
   row("memcpy of the whole model", median(memcpy_ms));
   row("bare reduce of half the model (a += b, MPI's with 2)", median(bare_reduce));
   row("the passes of a training round less a bare reduce", own - median(bare_reduce));
-  row("the passes of a folded round less a bare reduce", folded_total - median(bare_reduce));
+  row("the passes of such a round less a bare reduce", folded_total - median(bare_reduce));
   return 0;
 }

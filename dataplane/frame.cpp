@@ -27,7 +27,7 @@ void encode(const FrameHeader& h, std::span<std::byte, kFrameHeaderBytes> out) {
 Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderBytes> in) {
   if (wire::get<std::uint32_t>(in, 0) != kMagic) return Error{.message = "not a data-plane frame (wrong magic)"};
   const auto kind = wire::get<std::uint8_t>(in, 4);
-  if (kind != static_cast<std::uint8_t>(FrameKind::scatter) && kind != static_cast<std::uint8_t>(FrameKind::reduced))
+  if (kind < static_cast<std::uint8_t>(FrameKind::scatter) || kind > static_cast<std::uint8_t>(FrameKind::delta))
     return Error{.message = "frame of unknown kind " + std::to_string(kind)};
   if (wire::get<std::uint8_t>(in, 5) != 0 || wire::get<std::uint16_t>(in, 6) != 0)
     return Error{.message = "frame with reserved bytes set"};

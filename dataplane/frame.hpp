@@ -4,7 +4,7 @@
 //   offset  size  field
 //        0     4  magic "GTDF"
 //        4     1  kind: 1 scatter (our values for a chunk of the receiver's block), 2 reduced (the mean of a chunk
-//                 of the sender's block)
+//                 of the sender's block), 3 delta (that mean less the receiver's scatter of the chunk)
 //        5     3  zero
 //        8     8  epoch           the round key (allreduce::RoundKey): epoch,
 //       16     8  layout_version  layout version,
@@ -14,7 +14,7 @@
 //       44     4  from: the sender's index among the line's peers
 //       48     8  offset: of the chunk in the model vector, in floats
 //       56     4  length: of the chunk, in floats; the payload that follows is length * 4 bytes
-//       60     4  count: contributions averaged (reduced), 1 (scatter)
+//       60     4  count: contributions averaged (reduced, delta), 1 (scatter)
 //       64        payload: IEEE 754 binary32, little-endian
 //
 // All fields little-endian. The header says how long the payload is, and a receiver checks that length against the
@@ -32,7 +32,7 @@ namespace gridtrain::dataplane {
 
 inline constexpr std::size_t kFrameHeaderBytes = 64;
 
-enum class FrameKind : std::uint8_t { scatter = 1, reduced = 2 };
+enum class FrameKind : std::uint8_t { scatter = 1, reduced = 2, delta = 3 };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::scatter;

@@ -27,7 +27,9 @@
 
 namespace gridtrain::dataplane {
 
-inline constexpr std::uint32_t kDataProtocol = 1;
+// 2: the owner of a chunk answers a peer whose contribution it counted with a delta (frame kind 3), which a node of
+// protocol 1 would take for a mean; so the two are refused to each other as another protocol version.
+inline constexpr std::uint32_t kDataProtocol = 2;
 inline constexpr std::uint32_t kControlProtocol = 0x1001;  // the gate in front of CAF's port
 // Set in a Hello's protocol when the dialer will start TLS (dataplane/tls.hpp) once the handshake is through. Each
 // side enforces its own setting: an acceptor with TLS refuses a dialer without (and the reverse) as tls_mismatch,

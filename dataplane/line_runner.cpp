@@ -12,8 +12,8 @@ using Version = std::pair<std::uint64_t, std::uint64_t>;
 
 Version version_of(const allreduce::RoundKey& key) { return {key.epoch, key.layout_version}; }
 
-// Slot::fetched, per chunk: its snapshot is in the round's send buffer; or it was folded (its snapshot, mean and
-// update made in one pass, nothing in the send buffer, the update applied).
+// Slot::fetched, per chunk: its snapshot is in the round's send buffer; or it was folded (reduced over the model and
+// updated in one pass, nothing in the send buffer, the update applied).
 constexpr std::uint8_t kFetched = 1;
 constexpr std::uint8_t kFolded = 2;
 
@@ -171,8 +171,15 @@ void LineRunner::release(std::uint32_t i, std::uint32_t to, std::size_t n) {
   while (n > 0 && slot.next[to] < slot.end[to]) {
     const allreduce::Send& s = slot.held[slot.next[to]++];
     if (slot.round->count(s.chunk) > 0) continue;  // its owner reduced it without us: nothing left to add
-    fetch(i, s.chunk);
-    send_all(i, std::span<const allreduce::Send>(&s, 1));
+    if (slot.round->deltas() && !model_.memory.empty() && outbox_.kernel_reads_payload(line_->peers[to])) {
+      // Straight from the model: the owner's answer is against what arrives (a delta), so no copy is kept.
+      allreduce::Send direct = s;
+      direct.data = model_.memory.subspan(s.offset, s.data.size());
+      send_all(i, std::span<const allreduce::Send>(&direct, 1));
+    } else {
+      fetch(i, s.chunk);
+      send_all(i, std::span<const allreduce::Send>(&s, 1));
+    }
     --n;
   }
 }
@@ -181,7 +188,11 @@ void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> s
   const allreduce::RoundKey& key = slots_[slot].round->key();
   for (const allreduce::Send& s : sends) {
     FrameHeader h;
-    h.kind = s.kind == allreduce::SendKind::scatter ? FrameKind::scatter : FrameKind::reduced;
+    switch (s.kind) {
+      case allreduce::SendKind::scatter: h.kind = FrameKind::scatter; break;
+      case allreduce::SendKind::reduced: h.kind = FrameKind::reduced; break;
+      case allreduce::SendKind::delta: h.kind = FrameKind::delta; break;
+    }
     h.key = key;
     h.from = line_->self_index;
     h.offset = s.offset;
@@ -199,11 +210,11 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   const auto alpha = static_cast<float>(line_->round.elastic_rate);
   for (; slot.applied < means.size(); ++slot.applied) {
     const std::uint32_t c = means[slot.applied];
-    if (slot.fetched[c] == kFolded) continue;  // its update came with its mean
+    if (slot.fetched[c] == kFolded) continue;  // its update came with its reduce
     const allreduce::Range r = round.partition().chunk(c);
-    // A mean may come before our snapshot of the chunk was taken (a quorum without us): the update then moves the
-    // model from where it is now.
-    fetch(i, c);
+    // A mean (not a delta) is applied against our copy of the chunk: one not yet copied (a quorum reached without
+    // us, our values sent straight from the model) is copied now, and the update moves the model from where it is.
+    if (!round.delta(c)) fetch(i, c);
     model_.update(round, r.offset, r.offset + r.length, alpha);
   }
   if (slot.done || !round.complete()) return;
@@ -243,11 +254,13 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
   }
   const auto i = static_cast<std::uint32_t>(h.key.round % slots_.size());
   allreduce::Round& round = *slots_[i].round;
-  if (h.kind == FrameKind::scatter) return Landing{Landing::Kind::scratch, {}, h.length, i, h.key.round, 0, generation_};
-  const allreduce::ReducedTarget target = round.reduced_target(h.key, h.from, h.offset, h.length, h.count);
+  const allreduce::PayloadTarget target =
+      h.kind == FrameKind::scatter
+          ? round.contribution_target(h.key, h.from, h.offset, h.length)
+          : round.reduced_target(h.key, h.from, h.offset, h.length, h.count, h.kind == FrameKind::delta);
   switch (target.verdict) {
     case allreduce::Verdict::accepted:
-      return Landing{Landing::Kind::result, target.into, h.length, i, h.key.round, target.chunk, generation_};
+      return Landing{Landing::Kind::direct, target.into, i, h.key.round, target.chunk, generation_};
     case allreduce::Verdict::malformed: ++counters_.malformed; break;
     case allreduce::Verdict::stale: ++counters_.stale_dropped; break;
     default: break;  // duplicate or late: normal under a quorum, counted by the Round
@@ -255,10 +268,11 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
   return drain;
 }
 
-void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<const float> scratch) {
-  if (landing.kind != Landing::Kind::result && landing.kind != Landing::Kind::scratch) return;
+void LineRunner::landed(const FrameHeader& h, const Landing& landing) {
+  if (landing.kind != Landing::Kind::direct) return;
   // The slot may have moved on while the payload came (a newer round, a new line): then it is stale. What it wrote
-  // into the result of the slot's newer round has no count there, so it changes nothing.
+  // into the slot's newer round has no count there, so it changes nothing (a contribution's place is written by
+  // that peer's frames alone, which come in order on its connection).
   if (!line_ || landing.generation != generation_ || landing.slot >= slots_.size() || !slots_[landing.slot].active ||
       slots_[landing.slot].round->key().round != landing.round || !same_version(h.key)) {
     ++counters_.stale_dropped;
@@ -267,26 +281,23 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   Slot& slot = slots_[landing.slot];
   allreduce::Round& round = *slot.round;
   allreduce::Outcome outcome;
-  if (landing.kind == Landing::Kind::result) {
-    outcome = round.reduced_arrived(landing.chunk, h.count);
+  if (h.kind != FrameKind::scatter) {
+    outcome = round.reduced_arrived(landing.chunk, h.count, h.kind == FrameKind::delta);
   } else {
-    const allreduce::ScatterChunk in{h.key, h.from, h.offset, scratch.first(landing.floats)};
     // Our own values for the chunk, read just as the Round reduces the chunk with this contribution: folded where
-    // it is the last one the chunk waits for, else copied out first; not read at all while the chunk only sums.
-    const allreduce::Range own = round.partition().block(round.self());
-    const bool ours = h.offset >= own.offset && h.offset < own.offset + own.length;
-    const std::uint32_t c = ours ? round.partition().chunk_containing(h.offset) : 0;
+    // it is the last one the chunk waits for, else copied out first; not read at all while the chunk waits.
+    const std::uint32_t c = landing.chunk;
     std::optional<allreduce::FoldTarget> fold;
-    if (ours && !slot.fetched[c] && round.reduces_with(in)) {
-      if (model_.fold) fold = round.fold_target(in);
+    if (!slot.fetched[c] && round.reduces_with(c, h.from)) {
+      if (model_.fold) fold = round.fold_target(c, h.from);
       if (!fold) fetch(landing.slot, c);
     }
     if (fold) {
-      model_.fold(h.offset, fold->sum, in.data, fold->mean, fold->inv, static_cast<float>(line_->round.elastic_rate));
+      model_.fold(h.offset, h.length, *fold, static_cast<float>(line_->round.elastic_rate));
       slot.fetched[c] = kFolded;
       outcome = round.folded(*fold);
     } else {
-      outcome = round.on_scatter(in);
+      outcome = round.contribution_arrived(c, h.from);
     }
   }
   switch (outcome.verdict) {
@@ -294,7 +305,7 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
       counters_.bytes_received += h.payload_bytes();
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
-      if (landing.kind == Landing::Kind::result) release(landing.slot, h.from, 1);
+      if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);
       complete_if_done(landing.slot);
       break;
     case allreduce::Verdict::malformed: ++counters_.malformed; break;

@@ -7,25 +7,24 @@
 // version and reset() for every round after, so a round allocates and zero-fills nothing.
 //
 // A round's chunks go out in windows: to each peer, at most w = max(1, ceil(kScatterWindow / (p − 1))) of our
-// scatter chunks are out whose mean has not come back from it, and each mean it sends lets one more go to it. Each
-// chunk is copied out of the model (its snapshot) just before it goes, and a chunk of our own block just before
-// the Round reduces it (or folded: below), not the whole model when the round starts. So a chunk's snapshot, its
-// mean and its elastic update meet within a few chunks' time, while the snapshot is still in the cache: a round
-// over a model larger than the cache reads it from memory about once instead of three times (BENCHMARKS.md). A
-// window per peer, in chunk order: the owner of block j reduces its chunks in the order every peer sends them, so
-// no peer waits on another's window; and a silent peer stops only the chunks of its own block, which nobody else
-// could reduce anyway.
+// scatter chunks are out whose mean has not come back from it, and each mean (or delta) it sends lets one more go
+// to it. A chunk goes out straight from the model where only the kernel reads it (ModelAccess::memory), else copied
+// out just before it goes: either way the owner answers with the mean less what arrived, so no copy is kept for the
+// update. A window per peer, in
+// chunk order: the owner of block j reduces its chunks in the order every peer sends them, so no peer waits on
+// another's window; and a silent peer stops only the chunks of its own block, which nobody else could reduce
+// anyway.
 // A chunk of our own block is not copied out at all where the last contribution it waits for lands: our values are
-// read from the model, the mean written and the chunk's update applied in one pass (Round::fold_target). Else our
+// read from the model, the deltas written and the chunk's update applied in one pass (Round::fold_target). Else our
 // values are copied out just before the Round reduces the chunk (Round::reduces_with), not at the first landing.
 // Each chunk's elastic
 // update is applied as its mean comes (our own block's as we reduce it), while the mean is still in the cache and
 // the peers are still sending: no pass over the whole model waits for the last chunk. So a round that is abandoned
 // keeps the updates of the chunks whose means came; each is a step towards a mean of the line, and it is applied
 // once. Frames go out through
-// an Outbox straight from the Round's buffers; incoming frames are placed by land() before a byte of their payload
-// is read: a reduced chunk straight into the Round's result, a scatter chunk into the link's one chunk buffer,
-// anything else drained and counted. A newer round of a slot finishes the older one with what it has (BIDMach's
+// an Outbox straight from the model and the Round's buffers; incoming frames are placed by land() before a byte of
+// their payload is read: straight into the Round (a reduced chunk into its result, a contribution into its place
+// among the peers'), anything else drained and counted. A newer round of a slot finishes the older one with what it has (BIDMach's
 // catch-up); a newer line version's frame waits (its link stops reading) until start_line brings that version.
 //
 // It tells the actors (RoundEvent) when a round completes, and when a peer's frame started a round here, so that
@@ -51,16 +50,19 @@ struct ModelAccess {
   std::size_t floats = 0;
   // The model's floats [offset, offset + into.size()) now, each tensor under its lock: one chunk's snapshot.
   std::function<void(std::size_t offset, std::span<float> into)> fetch;
+  // The model's floats themselves, for a send to read as it goes out, with no lock and no copy: a delta is against
+  // what arrived, so a value the learner changes meanwhile costs nothing. Used only for a peer whose frames no code
+  // of ours reads (Outbox::kernel_reads_payload). Empty: each chunk is fetched first and sent from the Round's send
+  // buffer.
+  std::span<const float> memory;
   // The elastic update of the model's floats [begin, end) from the round's result where it has means, each tensor
   // under its lock (allreduce/elastic_update.hpp). Called once per chunk, as its mean comes.
   std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, float alpha)> update;
-  // A chunk of our block folded (allreduce::Round::fold_target): over the model's floats
-  // [offset, offset + theirs.size()), each tensor under its lock, our values, the mean with `sum` (the other
-  // contributions; empty with two peers) and `theirs` into `mean`, and the elastic update, in one pass
-  // (allreduce::fold_contribution). Optional: without it every chunk is fetched, reduced and updated in three passes.
-  std::function<void(std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
-                     std::span<float> mean, double inv, float alpha)>
-      fold;
+  // A chunk of our block folded (allreduce::Round::fold_target): over the model's floats [offset, offset + length),
+  // each tensor under its lock, the chunk reduced with our values read from the model, the deltas (or the mean)
+  // written and the elastic update applied, in one pass (allreduce::fold_chunk). Optional: without it every chunk
+  // of our block is fetched, reduced and updated in three passes.
+  std::function<void(std::size_t offset, std::size_t length, const allreduce::FoldTarget& target, float alpha)> fold;
 };
 
 // The line a node is in, in one dimension, for one layout version.
@@ -91,6 +93,10 @@ class Outbox {
   // The buffers of `tag` are about to be overwritten: frames not begun are dropped; the rest of one being written
   // is copied aside first.
   virtual void retire(SlotTag tag) = 0;
+  // Whether only the kernel reads the payloads of frames to `node` (plain TCP), so that a payload may be memory
+  // another thread writes meanwhile: not where this process's code reads them (TLS encrypts them on the data plane's
+  // thread, an in-process peer's link copies them), which would race with the learner's writes.
+  virtual bool kernel_reads_payload(std::uint64_t node) const = 0;
 };
 
 struct RoundEvent {
@@ -121,18 +127,16 @@ struct DimensionCounters {
 // Where the payload of a frame whose header was read goes.
 struct Landing {
   enum class Kind : std::uint8_t {
-    result,   // straight into the Round's result: `into`
-    scratch,  // into the link's chunk buffer, `floats` long; then landed() reduces it
+    direct,   // straight into its place in the Round, `into` (a contribution, or a reduced chunk into the result)
     drain,    // read and thrown away (stale or malformed: counted)
     wait,     // a newer line version than this node has: stop reading until start_line brings it
     refuse,   // a length no line of ours can have: the link is closed
   };
   Kind kind = Kind::drain;
   std::span<float> into;
-  std::size_t floats = 0;
   std::uint32_t slot = 0;
   std::uint64_t round = 0;
-  std::uint32_t chunk = 0;  // result: the chunk
+  std::uint32_t chunk = 0;  // direct: the chunk
   // The runner's buffers at the time: a new line frees them, so a reader that finds generation() changed while the
   // payload comes reads the rest into nowhere.
   std::uint64_t generation = 0;
@@ -158,8 +162,8 @@ class LineRunner {
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
   // refuse. A frame whose `from` is not the sender's index in our line is malformed.
   Landing land(std::uint64_t sender, const FrameHeader& header);
-  // Its payload is where land() said (`scratch`: the link's buffer, for a scatter chunk).
-  void landed(const FrameHeader& header, const Landing& landing, std::span<const float> scratch);
+  // Its payload is where land() said.
+  void landed(const FrameHeader& header, const Landing& landing);
 
   // The line version this runner holds, if any: a waiting frame of a newer one waits for start_line.
   std::optional<std::pair<std::uint64_t, std::uint64_t>> version() const;

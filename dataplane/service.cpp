@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <string_view>
@@ -78,6 +79,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   // Outbox
   void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override;
   void retire(SlotTag tag) override;
+  bool kernel_reads_payload(std::uint64_t node) const override;
 
   bool wanted(std::uint64_t peer) const;
   void update_links();
@@ -203,7 +205,6 @@ struct Link : std::enable_shared_from_this<Link> {
   FrameHeader current;
   Landing landing;
   std::size_t payload_got = 0;
-  std::vector<float> scratch;
 };
 
 void Link::enqueue(const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
@@ -246,7 +247,14 @@ void Link::retire(SlotTag tag) {
       it = queue.erase(it);
       continue;
     }
-    // Half written: the rest must still go, or the stream loses its framing. Copied aside, once per frame.
+    // Half written: the rest must still go, or the stream loses its framing. Copied aside, once per frame, unless it
+    // lies in the model itself, which stays where it is (and which only the kernel may read without a lock).
+    const std::span<const std::byte> model = std::as_bytes(endpoint.setup.model.memory);
+    const std::less<const std::byte*> before;
+    if (!before(it->payload.data(), model.data()) && before(it->payload.data(), model.data() + model.size())) {
+      ++it;
+      continue;
+    }
     it->owned.assign(it->payload.begin(), it->payload.end());
     it->payload = std::span<const std::byte>(it->owned);
     ++it;
@@ -598,13 +606,12 @@ void Link::pump_read() {
     } else {
       const std::size_t total = current.payload_bytes();
       // The line changed while this payload came: the Round it was going into is gone.
-      if (landing.kind == Landing::Kind::result) {
+      if (landing.kind == Landing::Kind::direct) {
         LineRunner* runner = endpoint.runner(current.key.dim);
         if (!runner || runner->generation() != landing.generation) landing.kind = Landing::Kind::drain;
       }
       switch (landing.kind) {
-        case Landing::Kind::result: to = reinterpret_cast<std::byte*>(landing.into.data()) + payload_got; break;
-        case Landing::Kind::scratch: to = reinterpret_cast<std::byte*>(scratch.data()) + payload_got; break;
+        case Landing::Kind::direct: to = reinterpret_cast<std::byte*>(landing.into.data()) + payload_got; break;
         default: to = drain.data(); break;
       }
       want = total - payload_got;
@@ -643,9 +650,8 @@ void Link::pump_read() {
     payload_got += got;
     if (payload_got < current.payload_bytes()) continue;
     in_payload = false;
-    if (landing.kind == Landing::Kind::result || landing.kind == Landing::Kind::scratch) {
-      if (LineRunner* runner = endpoint.runner(current.key.dim))
-        runner->landed(current, landing, std::span<const float>(scratch));
+    if (landing.kind == Landing::Kind::direct) {
+      if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->landed(current, landing);
     }
   }
   asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
@@ -667,9 +673,6 @@ void Link::resume() {
                      "carries; closing its connection (said once per peer)",
                      endpoint.setup.node_id, peer, current.length);
       return fail("a frame too long");
-    case Landing::Kind::scratch:
-      if (scratch.size() < landing.floats) scratch.resize(landing.floats);  // at most max_chunk_floats
-      break;
     default: break;
   }
   paused = false;
@@ -687,6 +690,11 @@ EndpointState::EndpointState(Service::Impl& service, EndpointSetup s) : service(
                                                 if (!closed && setup.on_event) setup.on_event(e);
                                               },
                                               counters[d]);
+}
+
+bool EndpointState::kernel_reads_payload(std::uint64_t node) const {
+  const auto it = links.find(node);
+  return it != links.end() && !it->second->local && !service.service.options().tls;
 }
 
 void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
@@ -769,11 +777,10 @@ void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header,
     case Landing::Kind::wait:
       if (held.size() < kMaxHeldLocalFrames) held.push_back({from, header, std::move(payload)});
       return;
-    case Landing::Kind::result:
+    case Landing::Kind::direct:
       std::copy(payload.begin(), payload.end(), landing.into.begin());
-      r->landed(header, landing, {});
+      r->landed(header, landing);
       return;
-    case Landing::Kind::scratch: r->landed(header, landing, payload); return;
     case Landing::Kind::refuse: ++refused.oversized; return;
     case Landing::Kind::drain: return;
   }

@@ -59,6 +59,9 @@ class ParameterStore {
   std::span<const float> data(std::size_t i) const {
     return {arena_.data() + tensors_[i].offset, tensors_[i].size};
   }
+  // The whole arena, where it stays for the store's life, for a reader that takes no lock: one that tolerates a
+  // float written while it reads (the kernel sending a chunk that a delta will answer: dataplane/line_runner.hpp).
+  std::span<const float> arena() const { return {arena_.data(), arena_.size()}; }
 
   // Copies the whole arena into `out`, tensor by tensor in reverse order, each under its lock.
   // REQUIRES: out.size() == size(); no tensor lock held by the caller.

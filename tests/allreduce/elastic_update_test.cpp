@@ -47,7 +47,7 @@ TEST_CASE("the elastic update from a round leaves slices with count 0 untouched,
   SimulatedLine line(4, 2, config);
   line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
   line.scatter_all();
-  line.drop_if([](const Message& m) { return m.send.kind == SendKind::reduced && m.send.chunk == 3; });
+  line.drop_if([](const Message& m) { return m.send.kind != SendKind::scatter && m.send.chunk == 3; });
   line.deliver_all();
   const Round& round = line.peer(0);
   REQUIRE(round.complete());
@@ -76,6 +76,59 @@ TEST_CASE("the elastic update from a round leaves slices with count 0 untouched,
   std::vector<float> replaced(4, 100.0f);
   elastic_update(std::span<float>(replaced), 0, round, 1.0f);
   CHECK(replaced == std::vector<float>{105, 105, 105, 100});
+}
+
+TEST_CASE("a peer the owner counted adds its delta; one it did not count gets the mean, applied against its copy") {
+  // p = 3, N = 3, one chunk per block, θr = 2 of 3. Peer 2's contribution to chunk 0 is lost: peer 0 reduces it over
+  // peers 0 and 1, (0 + 10) / 2 = 5, and sends peer 1 its delta, 5 − 10, and peer 2 the mean.
+  const RoundConfig config{
+      .reduce_threshold = 2.0 / 3, .complete_threshold = 1, .quorum = QuorumMode::fraction, .max_chunk_floats = 1};
+  SimulatedLine line(3, 3, config);
+  line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
+  line.scatter_all();
+  line.drop_if([](const Message& m) { return m.send.kind == SendKind::scatter && m.from == 2 && m.send.to == 0; });
+  line.deliver_all();
+  REQUIRE(line.peer(1).count(0) == 2);
+  REQUIRE(line.peer(2).count(0) == 2);
+  CHECK(line.peer(1).delta(0));
+  CHECK(line.peer(1).result()[0] == -5.0f);
+  CHECK_FALSE(line.peer(2).delta(0));
+  CHECK(line.peer(2).result()[0] == 5.0f);
+  // Both models have moved to 100 since they sent: peer 1 keeps that move and adds half its delta; peer 2 keeps it
+  // and moves by half of the mean less its copy of the chunk, 20 (a data plane that kept no copy makes one as the
+  // mean comes: then it moves half way from where it is).
+  float m1 = 100, m2 = 100;
+  elastic_update(std::span<float>(&m1, 1), 0, line.peer(1), 0.5f);
+  elastic_update(std::span<float>(&m2, 1), 0, line.peer(2), 0.5f);
+  CHECK(m1 == 97.5f);
+  CHECK(m2 == 92.5f);
+}
+
+TEST_CASE("with an elastic rate of 1 every peer gets the mean, and every model becomes the same floats") {
+  // Deltas would leave each peer s + (mean − s): the mean within a rounding. With α = 1 the peers must agree.
+  const RoundConfig config{.reduce_threshold = 1,
+                           .complete_threshold = 1,
+                           .quorum = QuorumMode::fraction,
+                           .max_chunk_floats = 2,
+                           .elastic_rate = 1};
+  SimulatedLine line(6, 3, config);
+  line.fill([](std::uint32_t rank, std::size_t index) { return 0.1f * static_cast<float>(rank * rank + index) + 1e-3f; });
+  line.scatter_all();
+  line.deliver_all();
+  std::vector<std::vector<float>> models;
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    REQUIRE(line.peer(r).complete());
+    CHECK_FALSE(line.peer(r).deltas());
+    std::vector<float> m(line.peer(r).send_buffer().begin(), line.peer(r).send_buffer().end());
+    elastic_update(std::span<float>(m), 0, line.peer(r), 1.0f);
+    models.push_back(m);
+  }
+  for (std::size_t t = 0; t < 6; ++t) {
+    CAPTURE(t);
+    CHECK(models[0][t] == line.expected_mean(static_cast<std::uint32_t>(t / 2), t));
+    CHECK(models[1][t] == models[0][t]);
+    CHECK(models[2][t] == models[0][t]);
+  }
 }
 
 TEST_CASE("a round that every peer applies keeps the line's sum, even when the models moved during the round") {

@@ -12,6 +12,8 @@
 #include "tests/allreduce/simulated_line.hpp"
 
 using namespace gridtrain::allreduce;
+using gridtrain::allreduce::testing::mean_held;
+using gridtrain::allreduce::testing::means_held;
 using gridtrain::allreduce::testing::Message;
 using gridtrain::allreduce::testing::SimulatedLine;
 
@@ -32,11 +34,10 @@ auto scatter_from_to(std::uint32_t from, std::uint32_t to) {
   return [=](const Message& m) { return m.send.kind == SendKind::scatter && m.from == from && m.send.to == to; };
 }
 
+// The mean or the delta that `from` sends `to`.
 auto reduced_from_to(std::uint32_t from, std::uint32_t to) {
-  return [=](const Message& m) { return m.send.kind == SendKind::reduced && m.from == from && m.send.to == to; };
+  return [=](const Message& m) { return m.send.kind != SendKind::scatter && m.from == from && m.send.to == to; };
 }
-
-std::vector<float> result_of(const Round& round) { return {round.result().begin(), round.result().end()}; }
 
 std::vector<std::uint32_t> counts_of(const Round& round) {
   std::vector<std::uint32_t> counts;
@@ -84,7 +85,7 @@ TEST_CASE("a line of one peer completes at scatter with its own values as the me
   CHECK(round.scatter().empty());
   CHECK(round.complete());
   CHECK(counts_of(round) == std::vector<std::uint32_t>{1, 1, 1});
-  CHECK(result_of(round) == std::vector<float>{0, 1.5f, 3, 4.5f, 6});
+  CHECK(means_held(round) == std::vector<float>{0, 1.5f, 3, 4.5f, 6});
 }
 
 TEST_CASE("a round over an empty model completes at scatter with nothing to send") {
@@ -117,7 +118,7 @@ TEST_CASE("contributions that arrive before scatter are kept, and nothing is red
   CHECK_FALSE(line.peer(0).complete());
   line.scatter(0);  // its own contribution joins the early one
   CHECK(line.peer(0).count(0) == 2);
-  CHECK(line.peer(0).result()[0] == 5.0f);  // (0 + 10) / 2
+  CHECK(mean_held(line.peer(0), 0) == 5.0f);  // (0 + 10) / 2
   CHECK(line.peer(0).complete());
   line.deliver_all();
   CHECK(line.all_complete());
@@ -135,7 +136,7 @@ TEST_CASE("a deadline that passes before scatter reduces nothing until our own c
   CHECK(std::none_of(line.pending().begin(), line.pending().end(), [](const Message& m) { return m.from == 0; }));
   line.scatter(0);
   CHECK(line.peer(0).count(0) == 3);  // ours included; peer 3's part is not needed after the deadline
-  CHECK(line.peer(0).result()[0] == 10.0f);  // (0 + 10 + 20) / 3
+  CHECK(mean_held(line.peer(0), 0) == 10.0f);  // (0 + 10 + 20) / 3
 }
 
 TEST_CASE("a missed scatter chunk is averaged over the contributions received, and the count is reported") {
@@ -155,7 +156,7 @@ TEST_CASE("a missed scatter chunk is averaged over the contributions received, a
     CAPTURE(i);
     CHECK(counts_of(line.peer(i)) == std::vector<std::uint32_t>{2, 3, 3});
     // block 0: (0 + 10) / 2, (1 + 11) / 2; blocks 1 and 2: (t + 10 + t + 20 + t) / 3 = t + 10.
-    CHECK(result_of(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
+    CHECK(means_held(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
     CHECK(line.peer(i).counters().missing_at_completion == 0);
   }
   CHECK(line.peer(0).counters().short_reductions == 1);
@@ -173,8 +174,8 @@ TEST_CASE("a contribution that arrives after its chunk was reduced is dropped an
   CHECK(line.deliver(from_two) == Verdict::late);
   CHECK(line.peer(0).counters().late == 1);
   CHECK(line.peer(0).count(0) == 2);
-  CHECK(line.peer(0).result()[0] == 5.0f);  // still (0 + 10) / 2
-  CHECK(line.peer(0).result()[1] == 6.0f);
+  CHECK(mean_held(line.peer(0), 0) == 5.0f);  // still (0 + 10) / 2
+  CHECK(mean_held(line.peer(0), 1) == 6.0f);
 }
 
 TEST_CASE("a reduced chunk that arrives after completion is dropped and counted as late") {
@@ -240,7 +241,7 @@ TEST_CASE("a newer round key makes the round finish with what it has, and peers 
   for (std::uint32_t i = 0; i < 3; ++i) {
     CAPTURE(i);
     CHECK(counts_of(line.peer(i)) == std::vector<std::uint32_t>{2, 3, 3});
-    CHECK(result_of(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
+    CHECK(means_held(line.peer(i)) == std::vector<float>{5, 6, 12, 13, 14, 15});
   }
   CHECK(line.peer(0).finish().empty());  // once is enough
 }
@@ -254,7 +255,9 @@ TEST_CASE("finish reduces a chunk of our block below quorum but not one that has
   REQUIRE(sends.size() == 1);
   CHECK(sends[0].chunk == 1);
   CHECK(sends[0].count == 1);
-  CHECK(sends[0].data[0] == 7.0f);
+  CHECK(sends[0].kind == SendKind::delta);  // peer 1's contribution is the mean: its delta is 0
+  CHECK(sends[0].data[0] == 0.0f);
+  CHECK(round.result()[1] == 7.0f);
   CHECK(round.complete());
   CHECK(counts_of(round) == std::vector<std::uint32_t>{0, 1, 0, 0});
   CHECK(round.counters().missing_at_completion == 3);
@@ -281,7 +284,7 @@ TEST_CASE("after completing, a round still reduces its own block so that slower 
   line.deliver_all();
   CHECK(line.peer(1).complete());
   CHECK(line.peer(1).count(0) == 4);
-  CHECK(line.peer(1).result()[0] == 15.0f);  // (0 + 10 + 20 + 30) / 4
+  CHECK(mean_held(line.peer(1), 0) == 15.0f);  // (0 + 10 + 20 + 30) / 4
   CHECK(line.peer(2).counters().late == 1);  // already complete: the mean came too late for it
 }
 
@@ -327,7 +330,7 @@ TEST_CASE("a message with an older round key is dropped as stale and counted, wi
   CHECK(round.count(1) == 0);
   line.deliver_all();
   CHECK(line.all_complete());
-  CHECK(result_of(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(means_held(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
   CHECK(line.verdicts(Verdict::accepted) == 12);  // 6 scatters + 6 reduced
 }
 
@@ -347,7 +350,7 @@ TEST_CASE("in timeout mode nothing is reduced below all p before the deadline, a
   }
   line.deadline(0);
   CHECK(line.peer(0).count(0) == 3);
-  CHECK(line.peer(0).result()[0] == 10.0f);  // (0 + 10 + 20) / 3
+  CHECK(mean_held(line.peer(0), 0) == 10.0f);  // (0 + 10 + 20) / 3
   CHECK(line.peer(0).complete());            // chunks 0 and 3: q_c after the deadline
   CHECK(line.peer(0).counters().missing_at_completion == 2);
 
@@ -356,7 +359,7 @@ TEST_CASE("in timeout mode nothing is reduced below all p before the deadline, a
   CHECK_FALSE(line.peer(1).complete());  // 2 of 4 chunks, but its deadline has not passed
   line.deadline(1);
   CHECK(line.peer(1).complete());
-  CHECK(line.peer(1).result()[1] == 11.0f);  // (1 + 11 + 21) / 3
+  CHECK(mean_held(line.peer(1), 1) == 11.0f);  // (1 + 11 + 21) / 3
 }
 
 TEST_CASE("below q_r, the deadline reduces nothing, and the chunk is reduced when the quorum comes") {
@@ -370,7 +373,7 @@ TEST_CASE("below q_r, the deadline reduces nothing, and the chunk is reduced whe
   CHECK(line.peer(0).count(0) == 0);  // 2 < 3
   line.deliver_if(scatter_from_to(3, 0));
   CHECK(line.peer(0).count(0) == 3);
-  CHECK(line.peer(0).result()[0] == 40.0f / 3.0f);  // (0 + 10 + 30) / 3
+  CHECK(mean_held(line.peer(0), 0) == 40.0f / 3.0f);  // (0 + 10 + 30) / 3
 }
 
 TEST_CASE("in fraction mode the deadline changes nothing") {
@@ -398,7 +401,7 @@ TEST_CASE("a duplicate message is counted once and reported as duplicate") {
   CHECK(line.deliver(reduced) == Verdict::duplicate);
   CHECK(line.peer(1).counters().duplicate == 1);
   CHECK(line.peer(0).counters().duplicate == 1);
-  CHECK(result_of(line.peer(0)) == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(means_held(line.peer(0)) == std::vector<float>{10, 11, 12, 13, 14, 15});
 }
 
 TEST_CASE("malformed messages are rejected and counted without touching the round") {
@@ -460,29 +463,7 @@ TEST_CASE("malformed messages are rejected and counted without touching the roun
   line.deliver_all();
   CHECK(line.all_complete());
   CHECK(counts_of(round) == std::vector<std::uint32_t>{3, 3, 3, 3, 3, 3});
-  CHECK(result_of(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
-}
-
-TEST_CASE("the received ranges of a result merge neighbouring chunks, skip missing ones and clip to the window") {
-  // p = 2, N = 8, chunks of 2: chunks 0..3 at 0, 2, 4, 6. Peer 0 owns chunks 0 and 1.
-  Round round = Round::create(kKey, 8, 2, 0, config(0.5, 1, QuorumMode::fraction, 2)).value();
-  for (std::size_t t = 0; t < 8; ++t) round.send_buffer()[t] = static_cast<float>(t);
-  round.scatter();  // q_r = 1: chunks 0 and 1 reduce at once from our own part
-  const float mean[] = {60, 70};
-  CHECK(round.on_reduced({kKey, 1, 6, 2, mean}).verdict == Verdict::accepted);  // chunk 3; chunk 2 missing
-
-  std::vector<std::pair<std::size_t, std::vector<float>>> runs;
-  auto collect = [&](std::size_t offset, std::span<const float> m) { runs.push_back({offset, {m.begin(), m.end()}}); };
-  round.for_each_received(collect);
-  CHECK(runs == decltype(runs){{0, {0, 1, 2, 3}}, {6, {60, 70}}});
-  runs.clear();
-  round.for_each_received(1, 7, collect);
-  CHECK(runs == decltype(runs){{1, {1, 2, 3}}, {6, {60}}});
-  runs.clear();
-  round.for_each_received(4, 6, collect);
-  CHECK(runs.empty());
-  round.for_each_received(3, 3, collect);
-  CHECK(runs.empty());
+  CHECK(means_held(round) == std::vector<float>{10, 11, 12, 13, 14, 15});
 }
 
 TEST_CASE("reset runs the next round in the same buffers: exact means, nothing of the last round left over") {
@@ -518,11 +499,11 @@ TEST_CASE("reset runs the next round in the same buffers: exact means, nothing o
     for (std::uint32_t c = 0; c < 3; ++c) {
       CHECK(round.count(c) == line.contributors(c).size());
       for (std::size_t index = 2 * c; index < 2 * c + 2; ++index)
-        CHECK(round.result()[index] == line.expected_mean(c, index));
+        CHECK(mean_held(round, index) == line.expected_mean(c, index));
     }
   }
-  CHECK(line.peer(1).result()[0] == 50);
-  CHECK(line.peer(1).result()[1] == 49);
+  CHECK(mean_held(line.peer(1), 0) == 50);
+  CHECK(mean_held(line.peer(1), 1) == 49);
   CHECK(line.peer(0).result().data() == buffer);  // the same memory: nothing was allocated
   // A message of the last round is stale now.
   CHECK(line.peer(0).on_scatter({kKey, 1, 0, line.peer(1).send_buffer().first(2)}).verdict == Verdict::stale);
@@ -550,7 +531,7 @@ TEST_CASE("reshape runs a round of a new line version in the old Round's buffers
   line.deliver_all();
   REQUIRE(line.all_complete());
   for (std::uint32_t i = 0; i < 2; ++i)
-    for (std::size_t index = 0; index < 6; ++index) CHECK(line.peer(i).result()[index] == 5.0f + index);
+    for (std::size_t index = 0; index < 6; ++index) CHECK(mean_held(line.peer(i), index) == 5.0f + index);
   CHECK(line.peer(1).send_buffer().data() == send);
 }
 
@@ -559,36 +540,38 @@ TEST_CASE("a reduced chunk read straight into the result counts once its payload
   fill_tens(line);
   line.scatter_all();
   line.deliver_if([](const Message& m) { return m.send.kind == SendKind::scatter; });
-  const Message mean = line.take(reduced_from_to(1, 0));  // block 1's mean, for peer 0
+  const Message mean = line.take(reduced_from_to(1, 0));  // block 1's mean less peer 0's contribution, for peer 0
+  REQUIRE(mean.send.kind == SendKind::delta);
   Round& peer0 = line.peer(0);
 
   // The header is checked before a byte of the payload is read: a chunk that is not block 1's, a count above p.
-  CHECK(peer0.reduced_target(kKey, 1, 4, 2, 3).verdict == Verdict::malformed);
-  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 4).verdict == Verdict::malformed);
-  CHECK(peer0.reduced_target(kKey, 1, 2, 3, 3).verdict == Verdict::malformed);
+  CHECK(peer0.reduced_target(kKey, 1, 4, 2, 3, true).verdict == Verdict::malformed);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 4, true).verdict == Verdict::malformed);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 3, 3, true).verdict == Verdict::malformed);
   RoundKey older = kKey;
   older.round -= 1;
-  CHECK(peer0.reduced_target(older, 1, 2, 2, 3).verdict == Verdict::stale);
+  CHECK(peer0.reduced_target(older, 1, 2, 2, 3, true).verdict == Verdict::stale);
 
-  const ReducedTarget target = peer0.reduced_target(kKey, 1, mean.send.offset, mean.send.data.size(), mean.send.count);
+  const PayloadTarget target =
+      peer0.reduced_target(kKey, 1, mean.send.offset, mean.send.data.size(), mean.send.count, true);
   REQUIRE(target.verdict == Verdict::accepted);
   CHECK(target.into.data() == peer0.result().data() + 2);
   CHECK(target.into.size() == 2);
   CHECK(peer0.count(target.chunk) == 0);  // nothing counted before the payload is in
   std::copy(mean.send.data.begin(), mean.send.data.end(), target.into.begin());
-  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count).verdict == Verdict::accepted);
+  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count, true).verdict == Verdict::accepted);
   CHECK(peer0.count(target.chunk) == 3);
-  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count).verdict == Verdict::duplicate);
-  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 3).verdict == Verdict::duplicate);
+  CHECK(peer0.reduced_arrived(target.chunk, mean.send.count, true).verdict == Verdict::duplicate);
+  CHECK(peer0.reduced_target(kKey, 1, 2, 2, 3, true).verdict == Verdict::duplicate);
 
   line.deliver_all();
   REQUIRE(peer0.complete());
-  CHECK(result_of(peer0) == std::vector<float>{10, 11, 12, 13, 14, 15});
+  CHECK(means_held(peer0) == std::vector<float>{10, 11, 12, 13, 14, 15});
   CHECK(peer0.counters().malformed == 3);
   CHECK(peer0.counters().stale == 1);
 }
 
-TEST_CASE("with two peers a contribution folds: the mean written by the caller goes out as on_scatter would send it") {
+TEST_CASE("with two peers a contribution folds: its delta and our update as the reduce over a copy and the update") {
   // N = 8, p = 2, chunks of 2: our block (peer 0) is [0,4), chunks 0 and 1.
   const RoundConfig cfg = config(1, 1, QuorumMode::fraction, 2);
   Round folding = Round::create(kKey, 8, 2, 0, cfg).value();
@@ -596,51 +579,58 @@ TEST_CASE("with two peers a contribution folds: the mean written by the caller g
   const std::vector<float> theirs{0.5f, 1.25f};
   const ScatterChunk in{kKey, 1, 2, theirs};  // chunk 1, from peer 1
 
-  CHECK_FALSE(folding.fold_target(in));  // before scatter our own contribution is not counted yet
+  CHECK_FALSE(folding.fold_target(1, 1));  // before scatter our own contribution is not counted yet
   std::vector<float> model{3, 4, 5.5f, 6.75f, 7, 8, 9, 10};
   std::copy(model.begin(), model.end(), plain.send_buffer().begin());
-  std::copy(model.begin() + 4, model.end(), folding.send_buffer().begin() + 4);  // the other block only
-  folding.scatter();
+  folding.scatter(model);  // our values for the other block go out from the model; none are copied
   plain.scatter();
 
+  // The header is checked before the payload lands.
   RoundKey older = kKey;
   older.round -= 1;
-  CHECK_FALSE(folding.fold_target({older, 1, 2, theirs}));
-  CHECK_FALSE(folding.fold_target({kKey, 1, 4, theirs}));  // peer 1's block: not ours to reduce
-  CHECK_FALSE(folding.fold_target({kKey, 0, 2, theirs}));  // from ourselves
-  CHECK_FALSE(folding.fold_target({kKey, 1, 2, std::span<const float>(theirs).first(1)}));  // not a chunk
-  CHECK(folding.counters().malformed == 0);  // fold_target counts nothing: on_scatter judges these
-  CHECK(folding.counters().stale == 0);
+  CHECK(folding.contribution_target(older, 1, 2, 2).verdict == Verdict::stale);
+  CHECK(folding.contribution_target(kKey, 1, 4, 2).verdict == Verdict::malformed);  // peer 1's block: not ours
+  CHECK(folding.contribution_target(kKey, 0, 2, 2).verdict == Verdict::malformed);  // from ourselves
+  CHECK(folding.contribution_target(kKey, 1, 2, 1).verdict == Verdict::malformed);  // not a chunk
+  CHECK(folding.counters().malformed == 3);
+  CHECK(folding.counters().stale == 1);
+  const PayloadTarget landing = folding.contribution_target(kKey, 1, 2, 2);
+  REQUIRE(landing.verdict == Verdict::accepted);
+  CHECK(landing.chunk == 1);
+  REQUIRE(landing.into.size() == 2);
+  std::copy(theirs.begin(), theirs.end(), landing.into.begin());
 
-  const std::optional<FoldTarget> target = folding.fold_target(in);
+  CHECK_FALSE(folding.fold_target(1, 0));  // from ourselves
+  const std::optional<FoldTarget> target = folding.fold_target(1, 1);
   REQUIRE(target);
   CHECK(target->chunk == 1);
   CHECK(target->from == 1);
-  CHECK(target->mean.data() == folding.result().data() + 2);
-  CHECK(target->mean.size() == 2);
+  REQUIRE(target->theirs.size() == 1);
+  CHECK(target->theirs[0] == landing.into.data());
   CHECK(target->inv == 0.5);
   CHECK(folding.count(1) == 0);  // nothing counted before the caller reports it
   std::vector<float> folded_model = model;
-  CHECK(target->sum.empty());  // ours and theirs are all: nothing was summed
-  fold_contribution(std::span<float>(folded_model).subspan(2, 2), target->sum, theirs, target->mean, target->inv, 0.3f);
+  fold_chunk(std::span<float>(folded_model).subspan(2, 2), *target, 0, 0.3f);
   const Outcome folded = folding.folded(*target);
   const Outcome reduced = plain.on_scatter(in);
   REQUIRE(folded.verdict == Verdict::accepted);
   REQUIRE(reduced.verdict == Verdict::accepted);
   REQUIRE(folded.sends.size() == 1);
   REQUIRE(reduced.sends.size() == 1);
+  CHECK(folded.sends[0].kind == SendKind::delta);  // peer 1's contribution counted: it gets the mean less it
+  CHECK(reduced.sends[0].kind == SendKind::delta);
   CHECK(folded.sends[0].to == reduced.sends[0].to);
   CHECK(folded.sends[0].chunk == reduced.sends[0].chunk);
   CHECK(folded.sends[0].count == 2);
   CHECK(std::vector<float>(folded.sends[0].data.begin(), folded.sends[0].data.end()) ==
         std::vector<float>(reduced.sends[0].data.begin(), reduced.sends[0].data.end()));
-  CHECK(folded.sends[0].data[0] == 3.0f);  // (5.5 + 0.5) / 2
-  CHECK(folded.sends[0].data[1] == 4.0f);  // (6.75 + 1.25) / 2
+  CHECK(folded.sends[0].data[0] == 2.5f);  // (5.5 + 0.5) / 2 - 0.5
+  CHECK(folded.sends[0].data[1] == 2.75f);  // (6.75 + 1.25) / 2 - 1.25
   CHECK(folding.count(1) == 2);
   CHECK(std::vector<std::uint32_t>(folding.means_in_order().begin(), folding.means_in_order().end()) ==
         std::vector<std::uint32_t>{1});
 
-  // The model as the three passes leave it: the snapshot, the mean, the update.
+  // The model as the three passes leave it: the copy, the mean, the update.
   std::vector<float> three = model;
   elastic_update(three, 0, plain, 0.3f);
   CHECK(folded_model[2] == three[2]);
@@ -648,66 +638,80 @@ TEST_CASE("with two peers a contribution folds: the mean written by the caller g
   CHECK(folded_model[2] != model[2]);
 
   // Once in, the same contribution neither folds again nor counts twice.
-  CHECK_FALSE(folding.fold_target(in));
+  CHECK_FALSE(folding.fold_target(1, 1));
   CHECK(folding.on_scatter(in).verdict == Verdict::duplicate);
   CHECK(folding.counters().short_reductions == 0);
 }
 
-TEST_CASE("with three peers the last contribution folds, over the sum of the others; ours is read only then") {
+TEST_CASE("with three peers the last contribution folds, over the others in peer order; ours is read only then") {
   // N = 9, p = 3, chunks of 3: our block (peer 0) is [0,3), one chunk.
   const RoundConfig cfg = config(1, 1, QuorumMode::fraction, 3);
   Round folding = Round::create(kKey, 9, 3, 0, cfg).value();
   Round plain = Round::create(kKey, 9, 3, 0, cfg).value();
   const std::vector<float> model{1.5f, -2, 7.25f};
   const std::vector<float> first{1, 2, 3}, last{0.5f, 0.25f, -4};
-  // Our values are in neither send buffer yet: the first contribution sums without them.
+  // Our values are in neither send buffer yet: the first contribution waits without them.
   folding.scatter();
   plain.scatter();
-  CHECK_FALSE(folding.reduces_with({kKey, 1, 0, first}));
-  CHECK_FALSE(folding.fold_target({kKey, 1, 0, first}));
-  CHECK(folding.on_scatter({kKey, 1, 0, first}).sends.empty());
-  CHECK(plain.on_scatter({kKey, 1, 0, first}).sends.empty());
+  // Peer 2's comes first here: the sum's order is the peers' all the same.
+  CHECK(folding.on_scatter({kKey, 2, 0, last}).sends.empty());
+  CHECK(plain.on_scatter({kKey, 2, 0, last}).sends.empty());
 
-  const ScatterChunk in{kKey, 2, 0, last};
-  CHECK(folding.reduces_with(in));
-  const std::optional<FoldTarget> target = folding.fold_target(in);
+  const PayloadTarget landing = folding.contribution_target(kKey, 1, 0, 3);
+  REQUIRE(landing.verdict == Verdict::accepted);
+  std::copy(first.begin(), first.end(), landing.into.begin());
+  CHECK(folding.reduces_with(0, 1));
+  const std::optional<FoldTarget> target = folding.fold_target(0, 1);
   REQUIRE(target);
-  REQUIRE(target->sum.size() == 3);
-  CHECK(target->sum[2] == 3.0);
+  REQUIRE(target->theirs.size() == 2);
+  CHECK(target->theirs[0] == landing.into.data());  // peer 1's, then peer 2's
+  CHECK(target->theirs[1][2] == -4.0f);
   CHECK(target->inv == doctest::Approx(1.0 / 3));
   std::vector<float> folded_model = model;
-  fold_contribution(folded_model, target->sum, last, target->mean, target->inv, 0.3f);
+  fold_chunk(folded_model, *target, 0, 0.3f);
   const Outcome folded = folding.folded(*target);
 
   std::copy(model.begin(), model.end(), plain.send_buffer().begin());  // ours, just before the reduce
-  const Outcome reduced = plain.on_scatter(in);
+  const Outcome reduced = plain.on_scatter({kKey, 1, 0, first});
   REQUIRE(folded.sends.size() == 2);
   REQUIRE(reduced.sends.size() == 2);
   for (std::size_t i = 0; i < 2; ++i) {
     CHECK(folded.sends[i].count == 3);
+    CHECK(folded.sends[i].kind == SendKind::delta);
+    CHECK(folded.sends[i].to == reduced.sends[i].to);
     CHECK(std::vector<float>(folded.sends[i].data.begin(), folded.sends[i].data.end()) ==
           std::vector<float>(reduced.sends[i].data.begin(), reduced.sends[i].data.end()));
   }
-  CHECK(folded.sends[0].data[0] == 1.0f);  // (1 + 1.5 + 0.5) / 3
+  CHECK(folded.sends[0].to == 1);
+  CHECK(folded.sends[0].data[0] == 0.0f);  // (1.5 + 1 + 0.5) / 3 - 1
+  CHECK(folded.sends[1].data[0] == 0.5f);  // the same mean - 0.5
   std::vector<float> three = model;
   elastic_update(three, 0, plain, 0.3f);
   CHECK(folded_model == three);
   CHECK(folded_model != model);
 }
 
-TEST_CASE("below all p, a quorum reduces without folding: the caller copies our values out first") {
+TEST_CASE("below all p, a quorum reduces without folding: a delta to the peer counted, the mean to the one not") {
   // Fraction mode, θr = 2/3 of 3: ours and one more make the quorum; that one is not the last the chunk could get.
   Round round = Round::create(kKey, 9, 3, 0, config(2.0 / 3, 1, QuorumMode::fraction, 3)).value();
   round.scatter();
   const std::vector<float> theirs{1, 2, 3};
-  const ScatterChunk in{kKey, 1, 0, theirs};
-  CHECK(round.reduces_with(in));
-  CHECK_FALSE(round.fold_target(in));
-  round.send_buffer()[0] = 5;
+  const PayloadTarget landing = round.contribution_target(kKey, 1, 0, 3);
+  REQUIRE(landing.verdict == Verdict::accepted);
+  std::copy(theirs.begin(), theirs.end(), landing.into.begin());
+  CHECK(round.reduces_with(0, 1));
+  CHECK_FALSE(round.fold_target(0, 1));
+  round.send_buffer()[0] = 5;  // the caller copies our values out first
   round.send_buffer()[1] = 6;
   round.send_buffer()[2] = 7;
-  const Outcome out = round.on_scatter(in);
+  const Outcome out = round.contribution_arrived(0, 1);
   REQUIRE(out.sends.size() == 2);
-  CHECK(std::vector<float>(out.sends[0].data.begin(), out.sends[0].data.end()) == std::vector<float>{3, 4, 5});
-  CHECK_FALSE(round.reduces_with({kKey, 2, 0, theirs}));  // reduced already: late
+  CHECK(out.sends[0].to == 1);
+  CHECK(out.sends[0].kind == SendKind::delta);
+  CHECK(std::vector<float>(out.sends[0].data.begin(), out.sends[0].data.end()) == std::vector<float>{2, 2, 2});
+  CHECK(out.sends[1].to == 2);
+  CHECK(out.sends[1].kind == SendKind::reduced);  // peer 2's contribution is not in it: it gets the mean
+  CHECK(std::vector<float>(out.sends[1].data.begin(), out.sends[1].data.end()) == std::vector<float>{3, 4, 5});
+  CHECK_FALSE(round.reduces_with(0, 2));  // reduced already: late
+  CHECK(round.contribution_target(kKey, 2, 0, 3).verdict == Verdict::late);
 }

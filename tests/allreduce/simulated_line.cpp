@@ -60,7 +60,7 @@ Verdict SimulatedLine::deliver(const Message& m) {
     out = to.on_scatter({key_, m.from, m.send.offset, m.send.data});
     if (out.verdict == Verdict::accepted) contributors_[m.send.chunk].push_back(m.from);
   } else {
-    out = to.on_reduced({key_, m.from, m.send.offset, m.send.count, m.send.data});
+    out = to.on_reduced({key_, m.from, m.send.offset, m.send.count, m.send.data, m.send.kind == SendKind::delta});
   }
   ++verdicts_[static_cast<std::size_t>(out.verdict)];
   queue(m.send.to, out.sends);
@@ -166,6 +166,18 @@ float SimulatedLine::expected_mean(std::uint32_t c, std::size_t index) const {
 
 void SimulatedLine::queue(std::uint32_t from, std::span<const Send> sends) {
   for (const Send& s : sends) pending_.push_back({from, s});
+}
+
+float mean_held(const Round& round, std::size_t index) {
+  const float held = round.result()[index];
+  if (!round.delta(round.partition().chunk_containing(index))) return held;
+  return round.send_buffer()[index] + held;
+}
+
+std::vector<float> means_held(const Round& round) {
+  std::vector<float> means(round.partition().model_floats());
+  for (std::size_t t = 0; t < means.size(); ++t) means[t] = mean_held(round, t);
+  return means;
 }
 
 }  // namespace gridtrain::allreduce::testing

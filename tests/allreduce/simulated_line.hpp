@@ -85,4 +85,10 @@ class SimulatedLine {
   std::vector<std::size_t> verdicts_ = std::vector<std::size_t>(6, 0);
 };
 
+// The mean `round` holds for model index `index` (its chunk has a count): its result, or where the owner sent a
+// delta, our contribution (the send buffer) plus the delta, which is the mean within a rounding (exactly, where
+// the values' arithmetic is exact, as in the tests' small integers).
+float mean_held(const Round& round, std::size_t index);
+std::vector<float> means_held(const Round& round);
+
 }  // namespace gridtrain::allreduce::testing

@@ -24,7 +24,7 @@ struct Frame {
   FrameHeader header;
   std::vector<float> payload;
   SlotTag tag;
-  const float* source = nullptr;  // where the runner's payload lay: its Round's buffers
+  const float* source = nullptr;  // where the runner's payload lay: the model, or its Round's buffers
 };
 
 // The frames in flight between the nodes of the test, first in, first out.
@@ -43,19 +43,21 @@ struct TestNode : Outbox {
     access.update = [this](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
       allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
-    // As the node's store does it (actors/dimension_node.cpp); fold_off() takes it away.
-    access.fold = [this](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
-                         std::span<float> mean, double inv, float alpha) {
+    // As the node's store does it (actors/dimension_node.cpp); a test may take it away.
+    access.fold = [this](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target, float alpha) {
       folded.push_back(offset);
-      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv,
-                                   alpha);
+      allreduce::fold_chunk(std::span<float>(model).subspan(offset, length), target, 0, alpha);
     };
+    access.memory = model;
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);
   }
   void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override {
     wire.frames.push_back({id, node, header, {payload.begin(), payload.end()}, tag, payload.data()});
   }
+  // The wire copies a payload as it is sent, as the kernel does: a frame may come straight from the model, unless
+  // a test says otherwise.
+  bool kernel_reads_payload(std::uint64_t) const override { return direct; }
   void retire(SlotTag tag) override {
     const auto before = wire.frames.size();
     std::erase_if(wire.frames, [&](const Frame& f) { return f.from == id && f.tag == tag; });
@@ -70,6 +72,7 @@ struct TestNode : Outbox {
   Wire& wire;
   std::vector<float> model;
   std::vector<std::size_t> folded;  // the offsets of the chunks folded, in order
+  bool direct = true;
   ModelAccess access;
   DimensionCounters counters;
   std::vector<RoundEvent> events;
@@ -116,12 +119,11 @@ struct Line {
   Landing::Kind deliver(const Frame& f) {
     TestNode& to = by_id(f.to);
     const Landing landing = to.runner->land(f.from, f.header);
-    if (landing.kind == Landing::Kind::result) {
+    if (landing.kind == Landing::Kind::direct) {
       REQUIRE(landing.into.size() == f.payload.size());
       std::copy(f.payload.begin(), f.payload.end(), landing.into.begin());
+      to.runner->landed(f.header, landing);
     }
-    if (landing.kind == Landing::Kind::result || landing.kind == Landing::Kind::scratch)
-      to.runner->landed(f.header, landing, f.payload);
     if (landing.kind == Landing::Kind::wait) waiting.push_back(f);
     return landing.kind;
   }
@@ -163,7 +165,7 @@ TEST_CASE("a line of three runs a round to the exact mean, and each node tells t
 }
 
 TEST_CASE("round after round runs in the same buffers: round 5's frames come from where round 1's came from") {
-  Line line(3, 12, exact(4), 2);
+  Line line(3, 12, exact(4), 2);  // α = 1: the mean to every peer, so every value is copied as it goes
   std::vector<std::set<const float*>> sources(7);  // per round: where its frames' payloads lay
   for (std::uint64_t r = 1; r <= 6; ++r) {
     for (auto& n : line.nodes) n->runner->start_round(line.key(r));
@@ -178,6 +180,28 @@ TEST_CASE("round after round runs in the same buffers: round 5's frames come fro
   CHECK(sources[2] == sources[4]);
   CHECK(sources[4] == sources[6]);
   CHECK(sources[1] != sources[2]);
+}
+
+TEST_CASE("where only the kernel reads a frame, a node's values go out straight from its model, round after round") {
+  allreduce::RoundConfig c = exact(4);
+  c.elastic_rate = 0.5;  // deltas (α = 1 sends the mean, which needs a copy)
+  Line line(3, 12, c, 2);
+  for (std::uint64_t r = 1; r <= 3; ++r) {
+    for (auto& n : line.nodes) n->runner->start_round(line.key(r));
+    REQUIRE_FALSE(line.wire.frames.empty());
+    for (const Frame& f : line.wire.frames) {
+      REQUIRE(f.header.kind == FrameKind::scatter);
+      CHECK(f.source == line.by_id(f.from).model.data() + f.header.offset);  // no copy
+    }
+    line.deliver_all();
+    for (auto& n : line.nodes) CHECK(n->done() == r);
+  }
+  // Each round halves every node's distance to the mean, 100 + j: node 10 from 100 below it to 12.5 below.
+  for (std::size_t j = 0; j < 12; ++j) {
+    CHECK(line.nodes[0]->model[j] == static_cast<float>(87.5 + j));
+    CHECK(line.nodes[1]->model[j] == static_cast<float>(100 + j));
+    CHECK(line.nodes[2]->model[j] == static_cast<float>(112.5 + j));
+  }
 }
 
 TEST_CASE("a newer round of a slot finishes the older one, whose frames not yet sent are dropped") {
@@ -309,7 +333,7 @@ TEST_CASE("a round keeps a window of chunks out to each peer, and each mean it g
   }
 }
 
-TEST_CASE("a chunk's snapshot is taken when it goes out, not when the round starts") {
+TEST_CASE("a chunk's values are read when it goes out, not when the round starts") {
   Line line(2, 40, exact(2));
   for (auto& n : line.nodes) n->runner->start_round(line.key(1));
   // Node 10's last chunk (floats 38 and 39, in node 20's block) has not gone yet: the learner moves it now.
@@ -322,6 +346,31 @@ TEST_CASE("a chunk's snapshot is taken when it goes out, not when the round star
     CHECK(n->model[37] == 50 + 37);
     CHECK(n->model[38] == 550 + 38);  // the mean of 1038 and 138 (α = 1)
     CHECK(n->model[39] == 550 + 39);
+  }
+}
+
+TEST_CASE("what the learner changes after a chunk went out is kept whole: the owner's delta is against what came") {
+  for (bool direct : {true, false}) {
+    CAPTURE(direct);
+    allreduce::RoundConfig c = exact(2);
+    c.elastic_rate = 0.5;
+    Line line(2, 40, c);
+    for (auto& n : line.nodes) n->direct = direct;
+    for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+    // Node 10's first chunk of node 20's block (floats 20 and 21: 20 and 21 here, 120 and 121 there) is on the wire.
+    REQUIRE(std::any_of(line.wire.frames.begin(), line.wire.frames.end(), [](const Frame& f) {
+      return f.from == 10 && f.header.kind == FrameKind::scatter && f.header.offset == 20;
+    }));
+    line.nodes[0]->model[20] += 1000;  // a learner's step, after the send
+    line.deliver_all();
+    REQUIRE(line.nodes[0]->done() == 1);
+    REQUIRE(line.nodes[1]->done() == 1);
+    // The mean of what was sent is 70; node 10 moves half way from what it sent (20) and keeps its step: 1045.
+    CHECK(line.nodes[0]->model[20] == 1045.0f);
+    CHECK(line.nodes[1]->model[20] == 95.0f);  // 120 + 0.5 · (70 − 120)
+    CHECK(line.nodes[0]->model[21] == 46.0f);  // 21 + 0.5 · (71 − 21)
+    // The sum of the two models moved by the step alone: the round kept the line's mean.
+    CHECK(line.nodes[0]->model[20] + line.nodes[1]->model[20] == 20.0f + 120.0f + 1000.0f);
   }
 }
 
@@ -377,7 +426,7 @@ TEST_CASE("with two peers a chunk of our block is folded: models and frames bit 
       for (std::size_t j = 0; j < 40; ++j) line.nodes[i]->model[j] = values(i, j);
       if (!fold) line.nodes[i]->access.fold = nullptr;
     }
-    std::vector<std::vector<float>> reduced(2);  // the means each node sent, in order
+    std::vector<std::vector<float>> reduced(2);  // the deltas each node sent, in order
     for (std::uint64_t r = 1; r <= 3; ++r) {
       for (auto& n : line.nodes) n->runner->start_round(line.key(r));
       // The learner moves node 10's model between the round's start and the first contribution's landing: a folded
@@ -387,7 +436,7 @@ TEST_CASE("with two peers a chunk of our block is folded: models and frames bit 
       while (!line.wire.frames.empty()) {
         Frame f = std::move(line.wire.frames.front());
         line.wire.frames.pop_front();
-        if (f.header.kind == FrameKind::reduced)
+        if (f.header.kind == FrameKind::delta)
           reduced[f.from == 10 ? 0 : 1].insert(reduced[f.from == 10 ? 0 : 1].end(), f.payload.begin(), f.payload.end());
         line.deliver(f);
       }

@@ -42,12 +42,12 @@ struct Node {
       std::lock_guard<std::mutex> hold(lock);
       allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
     };
-    setup.model.fold = [this](std::size_t offset, std::span<const double> sum, std::span<const float> theirs,
-                              std::span<float> mean, double inv, float alpha) {
+    setup.model.fold = [this](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target,
+                              float alpha) {
       std::lock_guard<std::mutex> hold(lock);
-      allreduce::fold_contribution(std::span<float>(model).subspan(offset, theirs.size()), sum, theirs, mean, inv,
-                                   alpha);
+      allreduce::fold_chunk(std::span<float>(model).subspan(offset, length), target, 0, alpha);
     };
+    setup.model.memory = model;  // as a node's store gives it: sends over TCP go out straight from it
     setup.mac = keyed(token);
     setup.on_event = [this](const RoundEvent& e) {
       std::lock_guard<std::mutex> hold(lock);

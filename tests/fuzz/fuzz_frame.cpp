@@ -21,6 +21,7 @@ using namespace gridtrain::dataplane;
 struct NoOutbox : Outbox {
   void send(std::uint64_t, const FrameHeader&, std::span<const float>, SlotTag) override {}
   void retire(SlotTag) override {}
+  bool kernel_reads_payload(std::uint64_t) const override { return true; }  // sends straight from the model
 };
 
 // What the service's reader checks before it writes where land() said: a violation is a bug in land().
@@ -42,6 +43,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   access.update = [&](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
     allreduce::elastic_update(std::span<float>(model).subspan(begin, end - begin), begin, round, alpha);
   };
+  access.fold = [&](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target, float alpha) {
+    require(offset + length <= kModel);
+    allreduce::fold_chunk(std::span<float>(model).subspan(offset, length), target, 0, alpha);
+  };
+  access.memory = model;
   NoOutbox outbox;
   DimensionCounters counters;
   LineRunner runner(0, 10, access, outbox, [](const RoundEvent&) {}, counters);
@@ -75,7 +81,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                      static_cast<unsigned long long>(c.malformed.load()));
     }
   } report{counters};
-  std::vector<float> scratch(runner.max_frame_floats());
   while (stream.size() >= kFrameHeaderBytes) {
     auto header = decode_frame_header(stream.first<kFrameHeaderBytes>());
     if (!header) return 0;  // the link closes
@@ -84,16 +89,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const Landing landing = runner.land(sender, h);
     if (landing.kind == Landing::Kind::wait || landing.kind == Landing::Kind::refuse) return 0;
     const std::size_t payload = std::min(h.payload_bytes(), stream.size());
-    if (landing.kind == Landing::Kind::result) {
+    if (landing.kind == Landing::Kind::direct) {
       require(landing.into.size() == h.length);
       std::memcpy(landing.into.data(), stream.data(), payload);
-    } else if (landing.kind == Landing::Kind::scratch) {
-      require(landing.floats == h.length && landing.floats <= scratch.size());
-      std::memcpy(scratch.data(), stream.data(), payload);
     }
     if (payload < h.payload_bytes()) return 0;  // the stream ended inside the payload
     stream = stream.subspan(payload);
-    runner.landed(h, landing, scratch);
+    runner.landed(h, landing);
     // Now and then the control plane's side: the LineMaster starts the round this frame named, or its deadline.
     if (!stream.empty() && (static_cast<unsigned>(stream[0]) & 0xF0) == 0xA0) {
       if (static_cast<unsigned>(stream[0]) & 1) runner.deadline(h.key);
