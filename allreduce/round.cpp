@@ -86,11 +86,11 @@ std::span<float> Round::contribution(std::uint32_t c, std::uint32_t from) {
   return std::span<float>(received_).subspan(q * block_.length + (r.offset - block_.offset), r.length);
 }
 
-void Round::collect_theirs(std::uint32_t c) {
+void Round::collect_theirs(std::uint32_t c, std::optional<std::uint32_t> also) {
   theirs_.clear();
   const std::size_t k = c - first_chunk_;
   for (std::uint32_t j = 0; j < peers(); ++j) {
-    if (j != self_ && contributed_[k * peers() + j]) theirs_.push_back(contribution(c, j).data());
+    if (j != self_ && (contributed_[k * peers() + j] || j == also)) theirs_.push_back(contribution(c, j).data());
   }
 }
 
@@ -184,10 +184,7 @@ bool Round::reduces_with(std::uint32_t c, std::uint32_t from) const {
 // The last contribution to a chunk, our own still to be read: the caller reduces the chunk over the model.
 std::optional<FoldTarget> Round::fold_target(std::uint32_t c, std::uint32_t from) {
   if (!reduces_with(c, from) || contributions_[c - first_chunk_] + 1 != peers()) return std::nullopt;
-  const std::uint32_t k = c - first_chunk_;
-  contributed_[std::size_t{k} * peers() + from] = 1;  // so that collect_theirs() lists it; folded() counts it
-  collect_theirs(c);
-  contributed_[std::size_t{k} * peers() + from] = 0;
+  collect_theirs(c, from);  // folded() counts it
   std::span<float> mean;
   if (!deltas_) mean = std::span<float>(result_).subspan(partition_.chunk(c).offset, partition_.chunk(c).length);
   return FoldTarget{c, from, theirs_, 1.0 / peers(), deltas_, mean};

@@ -251,8 +251,9 @@ class Round {
   // The checks made before a contribution is taken: our block's chunk it is for, or the verdict. Counts nothing.
   Verdict judge(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
                 std::uint32_t& chunk) const;
-  // Collects into theirs_ where chunk c's contributions from the other peers lie, in peer order.
-  void collect_theirs(std::uint32_t c);
+  // Collects into theirs_ where chunk c's contributions from the other peers lie, in peer order: those counted, and
+  // `also`'s.
+  void collect_theirs(std::uint32_t c, std::optional<std::uint32_t> also = std::nullopt);
   // Where peer `from`'s contribution to chunk c of our block lies. REQUIRES: from != self_
   std::span<float> contribution(std::uint32_t c, std::uint32_t from);
   void complete_if_quorum();
