@@ -227,10 +227,12 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
   if (training) {
     // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
     options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
-    // The trainer (start_trainer) paces by the data plane's CPU clock: the same test decides on both sides.
+    // The trainer (start_trainer) paces by the data plane's CPU clock: the same test decides on both sides. The
+    // data plane is there by then: Runtime::start_node opens it for the node, so it is not asked for here, where it
+    // is not open yet (asking made the LineMasters unpaced under cpu_share while the trainer paced nothing: rounds
+    // ran back to back, and two nodes on 2 cores kept 0.5-0.6x of their speed, BENCHMARKS.md "Overlap").
     const config::AllreduceConfig& allreduce = plan.config.allreduce;
-    options.paced_by_every_steps =
-        learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, runtime.data_plane() != nullptr);
+    options.paced_by_every_steps = learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, true);
     options.progress = training->progress;
   }
   auto node = runtime.start_node(std::move(options));
