@@ -249,6 +249,28 @@ TEST_CASE("gridnode demo with two nodes for one epoch averages, relays progress,
   CHECK(fs::exists(out / "cluster.yaml"));
 }
 
+TEST_CASE("averaging paced by a small cpu_share runs a few rounds an epoch, not one a step") {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    MESSAGE("skipped: Fashion-MNIST is not installed (Debian's dataset-fashion-mnist)");
+    return;
+  }
+  // Each node trains one epoch of 30,000 samples: 469 steps at the demo's batch of 64. With 0.01% of the training
+  // time for averaging, its line may run a round at the start and then about one per second of training; unpaced
+  // (a build whose LineMasters ignored the pacing) they ran more rounds than steps.
+  TempDir dir;
+  auto r = run_command(gridnode,
+                       {"demo", "--nodes", "2", "--epochs", "1", "--out", (dir.path / "demo").string(), "--set",
+                        "allreduce.cpu_share=0.0001"},
+                       std::chrono::seconds(300));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  for (const char* node : {"[node 0] epoch ", "[node 1] epoch "}) {
+    CAPTURE(node);
+    CHECK(max_rounds(r.output, node) >= 1);
+    CHECK(max_rounds(r.output, node) < 47);  // a tenth of the steps
+  }
+}
+
 namespace {
 
 // The demo's cluster (its MLP, 2-D grid, α = 0.3, θ = 1) of four `gridnode run` processes on Fashion-MNIST, each
