@@ -154,3 +154,51 @@ TEST_CASE("a round that every peer applies keeps the line's sum, even when the m
     CHECK(after == doctest::Approx(before).epsilon(1e-6));
   }
 }
+
+TEST_CASE("reduce_chunk gives the reference's floats for 1 to 5 other peers, with and without ours, folded or not") {
+  // The reference: the sum in double, ours first and then the peers' in order, times 1/n; each delta
+  // float(mean - theirs); a fold's update (1 - α) s + α float(mean). The reduce has a one-pass loop for one to
+  // three other peers and an L1-tiled one beyond: both must give these floats exactly, over a length that is not a
+  // multiple of a tile or a vector and from an index `at` inside the contributions.
+  const std::size_t n = 1031, at = 7;
+  const float alpha = 0.3f, keep = 1.0f - alpha;
+  auto value = [](std::uint32_t who, std::size_t t) {
+    return static_cast<float>(std::sin(0.37 * static_cast<double>(t) + who)) * (1.0f + static_cast<float>(who));
+  };
+  for (std::uint32_t k = 1; k <= 5; ++k) {
+    for (const int shape : {0, 1, 2, 3, 4}) {  // 0-1: ours read (deltas or not); 2-4: folded (deltas, mean, both)
+      const bool fold = shape >= 2;
+      const bool deltas = shape == 0 || shape == 2 || shape == 4;
+      const bool with_mean = shape <= 1 || shape >= 3;
+      for (const bool with_own : {true, false}) {
+        if (fold && !with_own) continue;  // a fold always has ours (the model)
+        if (!with_own && k < 2) continue;  // the mean of one contribution alone is not a reduce the Round makes
+        CAPTURE(k);
+        CAPTURE(shape);
+        CAPTURE(with_own);
+        std::vector<float> own(n), model(n), mean(n, -1.0f);
+        std::vector<std::vector<float>> theirs(k, std::vector<float>(at + n));
+        for (std::size_t t = 0; t < n; ++t) own[t] = model[t] = value(0, t);
+        for (std::uint32_t q = 0; q < k; ++q)
+          for (std::size_t t = 0; t < at + n; ++t) theirs[q][t] = value(q + 1, t);
+        const auto before = theirs;
+        std::vector<float*> pointers;
+        for (auto& v : theirs) pointers.push_back(v.data());
+        const double inv = 1.0 / (k + (with_own ? 1 : 0));
+        reduce_chunk(n, fold || !with_own ? nullptr : own.data(), pointers.data(), k, at, inv,
+                     with_mean ? mean.data() : nullptr, deltas, fold ? model.data() : nullptr, alpha);
+        for (std::size_t t = 0; t < n; ++t) {
+          double sum = with_own ? static_cast<double>(own[t]) : 0.0;
+          for (std::uint32_t q = 0; q < k; ++q) sum += before[q][at + t];
+          const double mu = sum * inv;
+          if (with_mean) REQUIRE(mean[t] == static_cast<float>(mu));
+          for (std::uint32_t q = 0; q < k; ++q)
+            REQUIRE(theirs[q][at + t] == (deltas ? static_cast<float>(mu - before[q][at + t]) : before[q][at + t]));
+          REQUIRE(model[t] == (fold ? keep * own[t] + alpha * static_cast<float>(mu) : own[t]));
+        }
+        for (std::uint32_t q = 0; q < k; ++q)  // nothing before `at` touched
+          for (std::size_t t = 0; t < at; ++t) REQUIRE(theirs[q][t] == before[q][t]);
+      }
+    }
+  }
+}
