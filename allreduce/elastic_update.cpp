@@ -10,15 +10,26 @@ namespace {
 
 // The loops over a chunk run over the whole model every round: each is not inlined and takes __restrict parameters,
 // so that it vectorizes (GCC drops __restrict on local pointers and when it inlines, and would then leave the loop
-// scalar or guard it with aliasing checks).
+// scalar or guard it with aliasing checks). Where GCC builds for x86-64 without a sanitizer, each is built twice,
+// for AVX2 and for any x86-64, and the loader picks one by the CPU (an ifunc; such a function is never inlined):
+// one binary runs everywhere, with twice the floats per instruction where AVX2 is. Not with FMA: a fused
+// multiply-add rounds once where the plain code rounds twice, and replicas on different CPUs, like a chunk folded
+// and one reduced over a snapshot, must compute the same floats. (Clang does not clone templates; the fuzz build
+// uses it, and the sanitizers' runtimes are not set up when an ifunc is resolved.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
+#define GRIDTRAIN_FLOAT_LOOP [[gnu::target_clones("avx2", "default")]]
+#else
+#define GRIDTRAIN_FLOAT_LOOP [[gnu::noinline]]
+#endif
 
 // m <- (keep s + alpha mean) + (m - s).
-[[gnu::noinline]] void update_run(std::size_t n, float* __restrict m, const float* __restrict s,
+GRIDTRAIN_FLOAT_LOOP void update_run(std::size_t n, float* __restrict m, const float* __restrict s,
                                   const float* __restrict mean, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) m[t] = (keep * s[t] + alpha * mean[t]) + (m[t] - s[t]);
 }
 // m <- m + alpha delta.
-[[gnu::noinline]] void delta_run(std::size_t n, float* __restrict m, const float* __restrict delta, float alpha) {
+GRIDTRAIN_FLOAT_LOOP void delta_run(std::size_t n, float* __restrict m, const float* __restrict delta, float alpha) {
   for (std::size_t t = 0; t < n; ++t) m[t] += alpha * delta[t];
 }
 // The reduce's loops. The mean multiplies by 1/n rather than divides: a division per element bound the reduce at
@@ -33,7 +44,7 @@ namespace {
 // than several over L1 tiles (below): lines of 2-4 peers are the common case, and with 4 processes at 64 MB the
 // tiles' loops took 17% of the nodes' CPU (perf), this one loop 10%.
 template <std::uint32_t K, bool kMean, bool kDelta, bool kFold>
-[[gnu::noinline]] void peers_run(std::size_t n, float* __restrict a, float* __restrict b0, float* __restrict b1,
+GRIDTRAIN_FLOAT_LOOP void peers_run(std::size_t n, float* __restrict a, float* __restrict b0, float* __restrict b1,
                                  float* __restrict b2, double inv, float* __restrict mean, float keep, float alpha) {
   static_assert(K >= 1 && K <= 3);
   for (std::size_t t = 0; t < n; ++t) {
@@ -68,19 +79,19 @@ void peers_run(std::size_t n, float* a, float* const* b, double inv, float* mean
 }
 
 // Over one tile, for more peers.
-[[gnu::noinline]] void assign_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
+GRIDTRAIN_FLOAT_LOOP void assign_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
   for (std::size_t t = 0; t < n; ++t) acc[t] = a[t];
 }
-[[gnu::noinline]] void sum_run(std::size_t n, double* __restrict acc, const float* __restrict a,
+GRIDTRAIN_FLOAT_LOOP void sum_run(std::size_t n, double* __restrict acc, const float* __restrict a,
                                const float* __restrict b) {
   for (std::size_t t = 0; t < n; ++t) acc[t] = static_cast<double>(a[t]) + b[t];
 }
-[[gnu::noinline]] void add_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
+GRIDTRAIN_FLOAT_LOOP void add_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
   for (std::size_t t = 0; t < n; ++t) acc[t] += a[t];
 }
 // The sum times 1/n, in place; with kMean the mean out, with kFold the model's update (as pair_run's).
 template <bool kMean, bool kFold>
-[[gnu::noinline]] void mean_run(std::size_t n, double* __restrict acc, double inv, float* __restrict mean,
+GRIDTRAIN_FLOAT_LOOP void mean_run(std::size_t n, double* __restrict acc, double inv, float* __restrict mean,
                                 float* __restrict m, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) {
     acc[t] *= inv;
@@ -92,7 +103,7 @@ template <bool kMean, bool kFold>
   }
 }
 // theirs <- float(mean - theirs), in place.
-[[gnu::noinline]] void delta_in_place_run(std::size_t n, float* __restrict theirs, const double* __restrict mean) {
+GRIDTRAIN_FLOAT_LOOP void delta_in_place_run(std::size_t n, float* __restrict theirs, const double* __restrict mean) {
   for (std::size_t t = 0; t < n; ++t) theirs[t] = static_cast<float>(mean[t] - theirs[t]);
 }
 
