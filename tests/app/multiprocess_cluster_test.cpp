@@ -39,10 +39,14 @@ TEST_CASE("four gridnode processes converge to the mean of their values") {
       60s);
   REQUIRE_MESSAGE(converged, "last status: " << last.dump());
   // Rounds that overlap (k in flight, two dimensions) keep the sum: each peer adds alpha * (mean - fetched).
-  // Only a round that one peer applies and another abandons (the grid re-forms while nodes join) can move the
-  // mean, by a little; the in-process tests, which schedule rounds, hold it exactly.
+  // Only a round that one peer applies and another abandons (the grid re-forms while nodes join: the owner of a
+  // block has applied its update, a peer whose line changed before the owner's answer came has not) can move the
+  // mean; the in-process tests, which schedule rounds, hold it exactly. How far depends on how many rounds are in
+  // flight when the three joins land: on a loaded machine under ASan 29.17, 29.58, 30.04 and 30.31 were seen
+  // (2026-11-27), 30 within 1e-4 otherwise. A node that kept its own value (10, 20 or 60), or an average without
+  // one of those three nodes, would be more than 3 away.
   MESSAGE("consensus " << consensus << ", mean of the starting values 30");
-  CHECK(consensus == doctest::Approx(30.0).epsilon(0.005));
+  CHECK(consensus == doctest::Approx(30.0).epsilon(0.05));
   REQUIRE(last.is_object());
   // grid.dims 2 allows two dimensions; four nodes share one line until a 3 x 3 grid can hold them connected.
   CHECK(last["dims"] == 1);
