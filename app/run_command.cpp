@@ -224,15 +224,20 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
   actors::NodeOptions options;
   options.config = plan.config;
   options.seeds = plan.seeds;
+  // Opened here, before the options that depend on it (the runtime would open it in start_node otherwise).
+  auto data_plane = runtime.open_data_plane(options.config, options.listen);
+  if (!data_plane) return data_plane.error();
+  options.data_plane = data_plane.value();
   if (training) {
     // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
     options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
-    // The trainer (start_trainer) paces by the data plane's CPU clock: the same test decides on both sides. The
-    // data plane is there by then: Runtime::start_node opens it for the node, so it is not asked for here, where it
-    // is not open yet (asking made the LineMasters unpaced under cpu_share while the trainer paced nothing: rounds
-    // ran back to back, and two nodes on 2 cores kept 0.5-0.6x of their speed, BENCHMARKS.md "Overlap").
+    // The trainer (start_trainer) paces by the data plane's CPU clock: the same test, on the same data plane,
+    // decides on both sides. (Asked before the data plane was open, this once made the LineMasters unpaced under
+    // cpu_share while the trainer paced nothing: rounds ran back to back, and two nodes on 2 cores kept 0.5-0.6x
+    // of their speed, BENCHMARKS.md "Overlap".)
     const config::AllreduceConfig& allreduce = plan.config.allreduce;
-    options.paced_by_every_steps = learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, true);
+    options.paced_by_every_steps =
+        learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, options.data_plane != nullptr);
     options.progress = training->progress;
   }
   auto node = runtime.start_node(std::move(options));
