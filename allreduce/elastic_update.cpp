@@ -25,7 +25,7 @@ namespace {
 
 // m <- (keep s + alpha mean) + (m - s).
 GRIDTRAIN_FLOAT_LOOP void update_run(std::size_t n, float* __restrict m, const float* __restrict s,
-                                  const float* __restrict mean, float keep, float alpha) {
+                                     const float* __restrict mean, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) m[t] = (keep * s[t] + alpha * mean[t]) + (m[t] - s[t]);
 }
 // m <- m + alpha delta.
@@ -45,7 +45,7 @@ GRIDTRAIN_FLOAT_LOOP void delta_run(std::size_t n, float* __restrict m, const fl
 // tiles' loops took 17% of the nodes' CPU (perf), this one loop 10%.
 template <std::uint32_t K, bool kMean, bool kDelta, bool kFold>
 GRIDTRAIN_FLOAT_LOOP void peers_run(std::size_t n, float* __restrict a, float* __restrict b0, float* __restrict b1,
-                                 float* __restrict b2, double inv, float* __restrict mean, float keep, float alpha) {
+                                    float* __restrict b2, double inv, float* __restrict mean, float keep, float alpha) {
   static_assert(K >= 1 && K <= 3);
   for (std::size_t t = 0; t < n; ++t) {
     const float s = a[t];
@@ -63,12 +63,13 @@ GRIDTRAIN_FLOAT_LOOP void peers_run(std::size_t n, float* __restrict a, float* _
   }
 }
 
+// The same, each of theirs from its float `at`, its shape picked at run time.
 template <std::uint32_t K>
-void peers_run(std::size_t n, float* a, float* const* b, double inv, float* mean, bool deltas, bool fold, float keep,
-               float alpha) {
-  float* b0 = b[0];
-  float* b1 = K >= 2 ? b[1] : nullptr;
-  float* b2 = K >= 3 ? b[2] : nullptr;
+void peers_run(std::size_t n, float* a, float* const* theirs, std::size_t at, double inv, float* mean, bool deltas,
+               bool fold, float keep, float alpha) {
+  float* b0 = theirs[0] + at;
+  float* b1 = K >= 2 ? theirs[1] + at : nullptr;
+  float* b2 = K >= 3 ? theirs[2] + at : nullptr;
   // Without a fold there is always a mean (reduce_chunk's contract).
   if (!fold && deltas) return peers_run<K, true, true, false>(n, a, b0, b1, b2, inv, mean, keep, alpha);
   if (!fold) return peers_run<K, true, false, false>(n, a, b0, b1, b2, inv, mean, keep, alpha);
@@ -83,16 +84,16 @@ GRIDTRAIN_FLOAT_LOOP void assign_run(std::size_t n, double* __restrict acc, cons
   for (std::size_t t = 0; t < n; ++t) acc[t] = a[t];
 }
 GRIDTRAIN_FLOAT_LOOP void sum_run(std::size_t n, double* __restrict acc, const float* __restrict a,
-                               const float* __restrict b) {
+                                  const float* __restrict b) {
   for (std::size_t t = 0; t < n; ++t) acc[t] = static_cast<double>(a[t]) + b[t];
 }
 GRIDTRAIN_FLOAT_LOOP void add_run(std::size_t n, double* __restrict acc, const float* __restrict a) {
   for (std::size_t t = 0; t < n; ++t) acc[t] += a[t];
 }
-// The sum times 1/n, in place; with kMean the mean out, with kFold the model's update (as pair_run's).
+// The sum times 1/n, in place; with kMean the mean out, with kFold the model's update (as peers_run's).
 template <bool kMean, bool kFold>
 GRIDTRAIN_FLOAT_LOOP void mean_run(std::size_t n, double* __restrict acc, double inv, float* __restrict mean,
-                                float* __restrict m, float keep, float alpha) {
+                                   float* __restrict m, float keep, float alpha) {
   for (std::size_t t = 0; t < n; ++t) {
     acc[t] *= inv;
     if constexpr (kMean) mean[t] = static_cast<float>(acc[t]);
@@ -149,13 +150,11 @@ void reduce_chunk(std::size_t n, const float* own, float* const* theirs, std::ui
   const float keep = 1.0f - alpha;
   // Ours: read from the model where it is folded (and written there), else only read.
   float* first = model ? model : const_cast<float*>(own);
-  if (first && k >= 1 && k <= 3) {  // two to four peers: one pass
-    float* b[3] = {theirs[0] + at, k >= 2 ? theirs[1] + at : nullptr, k >= 3 ? theirs[2] + at : nullptr};
-    if (k == 1) peers_run<1>(n, first, b, inv, mean, deltas, model != nullptr, keep, alpha);
-    if (k == 2) peers_run<2>(n, first, b, inv, mean, deltas, model != nullptr, keep, alpha);
-    if (k == 3) peers_run<3>(n, first, b, inv, mean, deltas, model != nullptr, keep, alpha);
-    return;
-  }
+  const bool fold = model != nullptr;
+  // Two to four peers: one pass (peers_run). More: tile by tile.
+  if (first && k == 1) return peers_run<1>(n, first, theirs, at, inv, mean, deltas, fold, keep, alpha);
+  if (first && k == 2) return peers_run<2>(n, first, theirs, at, inv, mean, deltas, fold, keep, alpha);
+  if (first && k == 3) return peers_run<3>(n, first, theirs, at, inv, mean, deltas, fold, keep, alpha);
   double acc[kTile];
   for (std::size_t base = 0; base < n; base += kTile) {
     const std::size_t len = std::min(kTile, n - base);
