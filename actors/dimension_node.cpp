@@ -101,18 +101,29 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
   data.node_id = node_id;
   data.model.floats = store->size();
   data.model.fetch = [store](std::size_t offset, std::span<float> into) { store->fetch_range(offset, into); };
-  data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
-    store->update_range(begin, end, [&](std::size_t offset, std::span<float> values) {
-      allreduce::elastic_update(values, offset, round, alpha);
-    });
-  };
-  data.model.fold = [store](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target,
-                            float alpha) {
-    store->update_range(offset, offset + length, [&](std::size_t at, std::span<float> values) {
-      allreduce::fold_chunk(values, target, at - offset, alpha);
-    });
-  };
-  data.model.memory = store->arena();
+  if (store->mode() == learner::UpdateMode::deferred) {
+    // The model's floats are its owner's (the PyTorch front end): each chunk's update waits in the store's pending
+    // buffer for the owner to apply it. No fold (it writes the model), and no send straight from the model (a
+    // chunk must carry its pending updates: fetch adds them).
+    data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
+      store->defer_range(begin, end, [&](std::size_t offset, std::span<float> pending) {
+        allreduce::elastic_pull(pending, offset, round, alpha);
+      });
+    };
+  } else {
+    data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
+      store->update_range(begin, end, [&](std::size_t offset, std::span<float> values) {
+        allreduce::elastic_update(values, offset, round, alpha);
+      });
+    };
+    data.model.fold = [store](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target,
+                              float alpha) {
+      store->update_range(offset, offset + length, [&](std::size_t at, std::span<float> values) {
+        allreduce::fold_chunk(values, target, at - offset, alpha);
+      });
+    };
+    data.model.memory = store->arena();
+  }
   data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
   data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {
     if (e.key.dim < routes->size())

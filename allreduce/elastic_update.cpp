@@ -32,6 +32,11 @@ GRIDTRAIN_FLOAT_LOOP void update_run(std::size_t n, float* __restrict m, const f
 GRIDTRAIN_FLOAT_LOOP void delta_run(std::size_t n, float* __restrict m, const float* __restrict delta, float alpha) {
   for (std::size_t t = 0; t < n; ++t) m[t] += alpha * delta[t];
 }
+// p <- p + alpha (mean - s): what update_run adds to m, collected apart (elastic_pull).
+GRIDTRAIN_FLOAT_LOOP void pull_run(std::size_t n, float* __restrict p, const float* __restrict s,
+                                   const float* __restrict mean, float alpha) {
+  for (std::size_t t = 0; t < n; ++t) p[t] += alpha * (mean[t] - s[t]);
+}
 // The reduce's loops. The mean multiplies by 1/n rather than divides: a division per element bound the reduce at
 // 64 MB (a third of a node's reduce time in divpd alone); only the owner of a chunk computes its mean, so every
 // peer applies the same one. The sum is in double, its terms in one order (ours, then the peers' in peer order), so
@@ -142,6 +147,26 @@ void elastic_update(std::span<float> model_slice, std::size_t offset, const Roun
       // exactly 0 and the result is bit for bit the plain update (alpha = 1 gives the mean).
       update_run(n, m, fetched.data() + from, result.data() + from, keep, alpha);
     }
+  }
+}
+
+void elastic_pull(std::span<float> pull_slice, std::size_t offset, const Round& round, float alpha) {
+  const Partition& part = round.partition();
+  const std::size_t end = offset + pull_slice.size();
+  if (offset >= end) return;
+  const std::span<const float> fetched = round.send_buffer();
+  const std::span<const float> result = round.result();
+  for (std::uint32_t c = part.chunk_containing(offset); c < part.chunk_count(); ++c) {
+    const Range r = part.chunk(c);
+    if (r.offset >= end) break;
+    if (round.count(c) == 0) continue;
+    const std::size_t from = std::max(r.offset, offset);
+    const std::size_t n = std::min(r.end(), end) - from;
+    float* p = pull_slice.data() + (from - offset);
+    if (round.delta(c))
+      delta_run(n, p, result.data() + from, alpha);
+    else
+      pull_run(n, p, fetched.data() + from, result.data() + from, alpha);
   }
 }
 

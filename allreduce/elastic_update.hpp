@@ -27,6 +27,14 @@ void elastic_update(std::span<float> model_slice, std::span<const float> mean_sl
 // REQUIRES: offset + model_slice.size() <= round.partition().model_floats()
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha);
 
+// The same update for a model whose floats another thread owns (learner::UpdateMode::deferred): what it would add
+// to the model, alpha * delta or alpha * (mean - s), is added to `pull_slice` instead, where the round has means;
+// the model's owner adds the pull to the model later, between its own writes. Since that update moves m by the
+// same amount whatever m is, applying the pull later gives the update's result (within a rounding) plus whatever
+// the owner did meanwhile, as above.
+// REQUIRES: offset + pull_slice.size() <= round.partition().model_floats()
+void elastic_pull(std::span<float> pull_slice, std::size_t offset, const Round& round, float alpha);
+
 // The reduce of one chunk of our block, over `n` floats from index `at` of each contribution: the mean of `own`
 // (none where null) and theirs[0..k) (the other peers' contributions, each from its first float, in peer order),
 // summed in double in that order. Writes the mean into `mean` (unless null) and, with `deltas`, in place of each of

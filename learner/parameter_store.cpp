@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <string>
 
 #include "base/check.hpp"
 
@@ -31,7 +32,8 @@ std::size_t TensorSpec::size() const {
   return n;
 }
 
-ParameterStore::ParameterStore(std::vector<TensorSpec> specs) : locks_(new std::mutex[specs.size()]) {
+ParameterStore::ParameterStore(std::vector<TensorSpec> specs, UpdateMode mode)
+    : mode_(mode), locks_(new std::mutex[specs.size()]) {
   Fnv1a hash;
   hash.add_u64(specs.size());
   std::size_t offset = 0;
@@ -50,22 +52,25 @@ ParameterStore::ParameterStore(std::vector<TensorSpec> specs) : locks_(new std::
   }
   arena_.assign(offset, 0.0f);
   signature_ = hash.h;
+  if (mode_ == UpdateMode::deferred) {
+    pending_.assign(offset, 0.0f);
+    has_pending_.reset(new bool[tensors_.size()]());
+  }
 }
 
 void ParameterStore::fetch(std::span<float> out) const {
   assert(out.size() == size());
-  for (std::size_t i = tensors_.size(); i-- > 0;) {
-    std::lock_guard<std::mutex> hold(locks_[i]);
-    auto src = data(i);
-    std::copy(src.begin(), src.end(), out.begin() + static_cast<std::ptrdiff_t>(tensors_[i].offset));
-  }
+  fetch_range(0, out);
 }
 
 void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const {
   assert(begin + out.size() <= size());
-  visit_range(begin, begin + out.size(), [&](std::size_t from, std::size_t to) {
+  visit_range(begin, begin + out.size(), [&](std::size_t, std::size_t from, std::size_t to) {
+    float* into = out.data() + (from - begin);
     std::copy(arena_.begin() + static_cast<std::ptrdiff_t>(from), arena_.begin() + static_cast<std::ptrdiff_t>(to),
-              out.begin() + static_cast<std::ptrdiff_t>(from - begin));
+              into);
+    if (mode_ == UpdateMode::deferred)
+      for (std::size_t i = from; i < to; ++i) into[i - from] += pending_[i];
   });
 }
 
@@ -77,8 +82,86 @@ std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
 
 void ParameterStore::assign(std::span<const float> in) {
   assert(in.size() == size());
-  update_each([&](std::size_t offset, std::span<float> t) {
-    std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(offset), t.size(), t.begin());
+  if (mode_ == UpdateMode::in_place) {
+    update_each([&](std::size_t offset, std::span<float> t) {
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(offset), t.size(), t.begin());
+    });
+    return;
+  }
+  // The owner may be writing the model as we read it: what it writes after our read stays its change.
+  defer_range(0, size(), [&](std::size_t offset, std::span<float> pending) {
+    for (std::size_t i = 0; i < pending.size(); ++i) pending[i] = in[offset + i] - arena_[offset + i];
+  });
+}
+
+void ParameterStore::require_mode(UpdateMode mode, const char* what) const {
+  if (mode_ != mode)
+    precondition_violated(std::string("ParameterStore::") + what + " on a store whose updates are " +
+                          (mode_ == UpdateMode::deferred ? "deferred" : "in place"));
+}
+
+void ParameterStore::mark_pending(std::size_t i) {
+  has_pending_[i] = true;
+  any_pending_.store(true, std::memory_order_release);
+}
+
+template <class Fn>
+void ParameterStore::drain_pending(const char* what, Fn&& fn) {
+  require_mode(UpdateMode::deferred, what);
+  if (!any_pending_.exchange(false, std::memory_order_acq_rel)) return;
+  for (std::size_t i = tensors_.size(); i-- > 0;) {
+    std::lock_guard<std::mutex> hold(locks_[i]);
+    if (!has_pending_[i]) continue;
+    fn(i);
+    has_pending_[i] = false;
+  }
+}
+
+std::size_t ParameterStore::apply_deferred() {
+  std::size_t applied = 0;
+  drain_pending("apply_deferred", [&](std::size_t i) {
+    const Tensor& t = tensors_[i];
+    float* model = arena_.data() + t.offset;
+    float* pending = pending_.data() + t.offset;
+    for (std::size_t k = 0; k < t.size; ++k) {
+      model[k] += pending[k];
+      pending[k] = 0.0f;
+    }
+    applied += t.size;
+  });
+  return applied;
+}
+
+std::vector<ParameterStore::Range> ParameterStore::take_deferred(std::span<float> out) {
+  assert(out.size() == size());
+  std::vector<Range> taken;  // in reverse tensor order as drained; merged where adjacent
+  drain_pending("take_deferred", [&](std::size_t i) {
+    const Tensor& t = tensors_[i];
+    float* model = arena_.data() + t.offset;
+    float* pending = pending_.data() + t.offset;
+    float* into = out.data() + t.offset;
+    for (std::size_t k = 0; k < t.size; ++k) {
+      into[k] = pending[k];
+      model[k] += pending[k];
+      pending[k] = 0.0f;
+    }
+    if (!taken.empty() && taken.back().offset == t.offset + t.size) {
+      taken.back().offset = t.offset;
+      taken.back().size += t.size;
+    } else {
+      taken.push_back({t.offset, t.size});
+    }
+  });
+  std::reverse(taken.begin(), taken.end());
+  return taken;
+}
+
+void ParameterStore::update_mirror(std::span<const float> in) {
+  require_mode(UpdateMode::deferred, "update_mirror");
+  assert(in.size() == size());
+  visit_range(0, size(), [&](std::size_t, std::size_t from, std::size_t to) {
+    std::copy(in.begin() + static_cast<std::ptrdiff_t>(from), in.begin() + static_cast<std::ptrdiff_t>(to),
+              arena_.begin() + static_cast<std::ptrdiff_t>(from));
   });
 }
 

@@ -7,8 +7,19 @@
 // apply that tensor's update; the allreduce's fetch and elastic update take the same locks one tensor at a time,
 // in reverse tensor order (the backward pass updates the last tensor first, so reverse order crosses the learner
 // least often). Holding one lock at a time means no lock ordering, hence no deadlock.
+//
+// Two update modes (docs/design.md, "The PyTorch front end"):
+// - in_place (the native learner): the rounds' elastic updates are written into the model's floats under each
+//   tensor's lock, which the learner takes too.
+// - deferred (a model whose floats a writer outside our locks owns: PyTorch's optimizer writes its parameters, which
+//   are views of this arena): the rounds never write the model. Their updates collect in a pending buffer of the
+//   same layout (defer_range), and the owner adds them to the model on its own thread (apply_deferred), between its
+//   optimizer's steps. Readers see the model as it will be once they are applied (fetch and fetch_range give model
+//   plus pending), so a round that starts before the owner applied the last one's pull does not pull again. So no
+//   float of the model is written by two threads, and the owner's forward and backward passes see no float move.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,6 +39,9 @@ struct TensorSpec {
   std::size_t size() const;
 };
 
+// How the rounds' elastic updates reach the model (see above).
+enum class UpdateMode { in_place, deferred };
+
 class ParameterStore {
  public:
   struct Tensor {
@@ -37,13 +51,21 @@ class ParameterStore {
     std::size_t size = 0;
   };
 
+  // A run of floats of the arena, [offset, offset + size).
+  struct Range {
+    std::size_t offset = 0;
+    std::size_t size = 0;
+    friend bool operator==(const Range&, const Range&) = default;
+  };
+
   // REQUIRES: every extent of every shape >= 1.
-  explicit ParameterStore(std::vector<TensorSpec> tensors);
+  explicit ParameterStore(std::vector<TensorSpec> tensors, UpdateMode mode = UpdateMode::in_place);
 
   ParameterStore(const ParameterStore&) = delete;
   ParameterStore& operator=(const ParameterStore&) = delete;
 
   std::size_t size() const { return arena_.size(); }  // floats in the arena
+  UpdateMode mode() const { return mode_; }
   std::size_t tensor_count() const { return tensors_.size(); }
   const Tensor& tensor(std::size_t i) const { return tensors_[i]; }
 
@@ -63,20 +85,22 @@ class ParameterStore {
   // float written while it reads (the kernel sending a chunk that a delta will answer: dataplane/line_runner.hpp).
   std::span<const float> arena() const { return {arena_.data(), arena_.size()}; }
 
-  // Copies the whole arena into `out`, tensor by tensor in reverse order, each under its lock.
+  // Copies the whole model into `out`, tensor by tensor in reverse order, each under its lock (deferred: with the
+  // pending updates added).
   // REQUIRES: out.size() == size(); no tensor lock held by the caller.
   void fetch(std::span<float> out) const;
-  // Copies the floats [begin, begin + out.size()) into `out`, each tensor's part under its lock (a round's snapshot
-  // of one chunk, taken just before the chunk is sent or reduced).
+  // Copies the model's floats [begin, begin + out.size()) into `out`, each tensor's part under its lock (a round's
+  // snapshot of one chunk, taken just before the chunk is sent or reduced; deferred: with the pending updates added).
   // REQUIRES: begin + out.size() <= size(); no tensor lock held by the caller.
   void fetch_range(std::size_t begin, std::span<float> out) const;
 
-  // Overwrites the whole arena from `in` (warm start, checkpoint restore), tensor by tensor under its lock.
+  // Makes the model `in` (warm start, checkpoint restore), tensor by tensor under its lock. Deferred: as a pending
+  // update, in - model, which the owner's next apply_deferred() adds (whatever the owner changed meanwhile is kept).
   // REQUIRES: in.size() == size(); no tensor lock held by the caller.
   void assign(std::span<const float> in);
 
   // Calls fn(offset, tensor floats) for every tensor in reverse order, each under its lock: the elastic update.
-  // REQUIRES: no tensor lock held by the caller; fn takes no tensor lock.
+  // REQUIRES: mode() == in_place; no tensor lock held by the caller; fn takes no tensor lock.
   template <class Fn>
   void update_each(Fn&& fn) {
     update_range(0, size(), fn);
@@ -84,16 +108,49 @@ class ParameterStore {
 
   // The same for the floats in [begin, end) only: fn(offset, floats) for each tensor's part of the range, in
   // reverse order, each under its lock (the elastic update of one chunk, as its mean comes).
-  // REQUIRES: begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
+  // REQUIRES: mode() == in_place; begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
   template <class Fn>
   void update_range(std::size_t begin, std::size_t end, Fn&& fn) {
-    visit_range(begin, end, [&](std::size_t from, std::size_t to) {
+    require_mode(UpdateMode::in_place, "update_range");
+    visit_range(begin, end, [&](std::size_t, std::size_t from, std::size_t to) {
       fn(from, std::span<float>(arena_.data() + from, to - from));
     });
   }
 
+  // Deferred: fn(offset, pending floats) for each tensor's part of [begin, end), in reverse order, each under its
+  // lock; fn adds the update it wants the model to get into the pending floats (allreduce::elastic_pull).
+  // REQUIRES: mode() == deferred; begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
+  template <class Fn>
+  void defer_range(std::size_t begin, std::size_t end, Fn&& fn) {
+    require_mode(UpdateMode::deferred, "defer_range");
+    visit_range(begin, end, [&](std::size_t i, std::size_t from, std::size_t to) {
+      mark_pending(i);
+      fn(from, std::span<float>(pending_.data() + from, to - from));
+    });
+  }
+
+  // Deferred, for the owner of the model's floats: adds the pending updates to the model and clears them, each
+  // tensor that has some under its lock. Returns the floats updated (0: nothing was pending; then it takes no lock).
+  // REQUIRES: mode() == deferred; called by the owner (the only writer of the model) or while no one writes it;
+  // no tensor lock held by the caller.
+  std::size_t apply_deferred();
+  // Deferred, for an owner that keeps the model elsewhere (a GPU) and this arena as its host mirror: moves the
+  // pending updates into `out` at their offsets (the tensors without any are not written), adds them to the mirror
+  // too, and returns the ranges written, adjacent tensors merged. The owner adds `out` over those ranges to its
+  // model. REQUIRES: as apply_deferred; out.size() == size().
+  std::vector<Range> take_deferred(std::span<float> out);
+  // Deferred, for the owner of a host mirror: the owner's model, as it is now, into the mirror (each tensor under its
+  // lock); the pending updates stay pending. REQUIRES: as apply_deferred; in.size() == size().
+  void update_mirror(std::span<const float> in);
+  // Deferred: the model's floats, for their owner to write without our locks (PyTorch's parameters are views of
+  // them), and for the owner's own reads. REQUIRES: mode() == deferred.
+  std::span<float> owner_arena() {
+    require_mode(UpdateMode::deferred, "owner_arena");
+    return {arena_.data(), arena_.size()};
+  }
+
  private:
-  // Calls fn(from, to) for each tensor's part [from, to) of [begin, end), in reverse order, under its lock.
+  // Calls fn(i, from, to) for each tensor i's part [from, to) of [begin, end), in reverse order, under its lock.
   template <class Fn>
   void visit_range(std::size_t begin, std::size_t end, Fn&& fn) const {
     if (begin >= end) return;
@@ -101,17 +158,33 @@ class ParameterStore {
       const Tensor& t = tensors_[i];
       if (t.offset + t.size <= begin) break;
       std::lock_guard<std::mutex> hold(locks_[i]);
-      fn(std::max(begin, t.offset), std::min(end, t.offset + t.size));
+      fn(i, std::max(begin, t.offset), std::min(end, t.offset + t.size));
     }
   }
 
   // How many tensors start before `end` (tensors lie in the arena in order).
   std::size_t last_tensor_before(std::size_t end) const;
+  // Aborts unless the store is in `mode`: `what` was called in the other one.
+  void require_mode(UpdateMode mode, const char* what) const;
+  // Tensor i has pending updates. REQUIRES: its lock held.
+  void mark_pending(std::size_t i);
+  // Calls fn(i) for each tensor i with pending updates, under its lock, and clears its mark after fn. `what` names
+  // the caller for a broken precondition.
+  template <class Fn>
+  void drain_pending(const char* what, Fn&& fn);
 
   std::vector<Tensor> tensors_;
+  UpdateMode mode_;
   LargeBuffer<float> arena_;  // huge pages: a round's fetch and update pass over it (base/large_buffer.hpp)
   std::unique_ptr<std::mutex[]> locks_;
   std::uint64_t signature_ = 0;
+  // Deferred only (empty in place): the pending updates, laid out as the arena; per tensor, whether it has any
+  // (under the tensor's lock); and whether any tensor may have some, so that the owner's apply after a step in which
+  // no round ended takes no lock at all. Set after a tensor's mark (under its lock), cleared before the marks are
+  // read: an update that lands while they are read is applied now or at the next apply, never lost.
+  LargeBuffer<float> pending_;
+  std::unique_ptr<bool[]> has_pending_;
+  std::atomic<bool> any_pending_{false};
 };
 
 }  // namespace gridtrain::learner

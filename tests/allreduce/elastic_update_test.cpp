@@ -155,6 +155,58 @@ TEST_CASE("a round that every peer applies keeps the line's sum, even when the m
   }
 }
 
+TEST_CASE("elastic_pull collects what the update would add, where means came, and the update applied later agrees") {
+  // The round of the count-0 test above (chunk 3 has no mean at peer 0) and the delta test's two peers: for each, the
+  // pull added to a buffer that already holds a pending pull, then added to a model that moved meanwhile, gives the
+  // in-place update of the moved model within a rounding, and leaves the floats without a mean as they were.
+  const RoundConfig config{
+      .reduce_threshold = 1, .complete_threshold = 0.75, .quorum = QuorumMode::fraction, .max_chunk_floats = 1};
+  SimulatedLine line(4, 2, config);
+  line.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
+  line.scatter_all();
+  line.drop_if([](const Message& m) { return m.send.kind != SendKind::scatter && m.send.chunk == 3; });
+  line.deliver_all();
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    const Round& round = line.peer(r);
+    REQUIRE(round.complete());
+    for (float alpha : {1.0f, 0.5f, 0.3f}) {
+      CAPTURE(r);
+      CAPTURE(alpha);
+      std::vector<float> pull(4, 0.25f), in_place(4, 100.0f);
+      // In pieces, as a store's tensors take it: [0, 1), [1, 3), [3, 4).
+      elastic_pull(std::span<float>(pull).subspan(0, 1), 0, round, alpha);
+      elastic_pull(std::span<float>(pull).subspan(1, 2), 1, round, alpha);
+      elastic_pull(std::span<float>(pull).subspan(3, 1), 3, round, alpha);
+      elastic_update(std::span<float>(in_place), 0, round, alpha);
+      for (std::size_t t = 0; t < 4; ++t) {
+        CAPTURE(t);
+        if (round.count(static_cast<std::uint32_t>(t)) == 0) {
+          CHECK(pull[t] == 0.25f);  // nothing came: the pending pull stays as it was
+          continue;
+        }
+        CHECK(100.0f + (pull[t] - 0.25f) == doctest::Approx(in_place[t]).epsilon(1e-6));
+      }
+    }
+  }
+  // A delta: the pull is exactly alpha * delta.
+  SimulatedLine three(3, 3,
+                      RoundConfig{.reduce_threshold = 2.0 / 3, .complete_threshold = 1, .quorum = QuorumMode::fraction,
+                                  .max_chunk_floats = 1});
+  three.fill([](std::uint32_t rank, std::size_t index) { return static_cast<float>(10 * rank + index); });
+  three.scatter_all();
+  three.drop_if([](const Message& m) { return m.send.kind == SendKind::scatter && m.from == 2 && m.send.to == 0; });
+  three.deliver_all();
+  REQUIRE(three.peer(1).delta(0));
+  float pull = 0;
+  elastic_pull(std::span<float>(&pull, 1), 0, three.peer(1), 0.5f);
+  CHECK(pull == -2.5f);
+  // The mean against the copy: 0.5 * (5 - 20).
+  REQUIRE_FALSE(three.peer(2).delta(0));
+  pull = 0;
+  elastic_pull(std::span<float>(&pull, 1), 0, three.peer(2), 0.5f);
+  CHECK(pull == -7.5f);
+}
+
 TEST_CASE("reduce_chunk gives the reference's floats for 1 to 5 other peers, with and without ours, folded or not") {
   // The reference: the sum in double, ours first and then the peers' in order, times 1/n; each delta
   // float(mean - theirs); a fold's update (1 - α) s + α float(mean). The reduce has a one-pass loop for one to

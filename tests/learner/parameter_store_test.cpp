@@ -9,6 +9,7 @@
 
 using gridtrain::learner::ParameterStore;
 using gridtrain::learner::TensorSpec;
+using gridtrain::learner::UpdateMode;
 using gridtrain::testing::run_in_child;
 
 namespace {
@@ -141,4 +142,125 @@ TEST_CASE("a fetch racing the learner never sees a half-written tensor") {
   stop = true;
   learner.join();
   CHECK(torn == 0);
+}
+
+TEST_CASE("deferred: updates collect apart, readers see them, and the owner's apply adds them to the model") {
+  ParameterStore store(mlp_specs(), UpdateMode::deferred);  // tensors at [0, 12), [12, 16), [16, 24), [24, 26)
+  auto model = store.owner_arena();
+  for (std::size_t i = 0; i < model.size(); ++i) model[i] = static_cast<float>(i);
+  CHECK(store.apply_deferred() == 0);  // nothing pending yet
+  // A round's pull for [10, 20): the tensors' parts, in reverse order, into the pending buffer, not the model.
+  std::vector<std::pair<std::size_t, std::size_t>> parts;
+  store.defer_range(10, 20, [&](std::size_t offset, std::span<float> pending) {
+    parts.emplace_back(offset, pending.size());
+    for (auto& x : pending) x += 0.5f;
+  });
+  CHECK(parts == std::vector<std::pair<std::size_t, std::size_t>>{{16, 4}, {12, 4}, {10, 2}});
+  CHECK(model[10] == 10.0f);  // the model is the owner's until it applies
+  std::vector<float> seen(store.size());
+  store.fetch(seen);  // a round's snapshot, a warm start's answer: the model as it will be
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    CAPTURE(i);
+    CHECK(seen[i] == static_cast<float>(i) + (i >= 10 && i < 20 ? 0.5f : 0.0f));
+  }
+  std::vector<float> part(3);
+  store.fetch_range(18, part);
+  CHECK(part == std::vector<float>{18.5f, 19.5f, 20.0f});
+  // The owner moved element 11 meanwhile: its move is kept, and the pull is added on top.
+  model[11] = 100.0f;
+  CHECK(store.apply_deferred() == 12 + 4 + 8);  // the three tensors that had some pending
+  CHECK(model[9] == 9.0f);
+  CHECK(model[10] == 10.5f);
+  CHECK(model[11] == 100.5f);
+  CHECK(model[19] == 19.5f);
+  CHECK(model[20] == 20.0f);
+  CHECK(store.apply_deferred() == 0);  // applied once
+  store.fetch(seen);
+  CHECK(seen[10] == 10.5f);
+}
+
+TEST_CASE("deferred: assign makes the model the values given at the owner's next apply, keeping its later moves") {
+  ParameterStore store(mlp_specs(), UpdateMode::deferred);
+  auto model = store.owner_arena();
+  std::fill(model.begin(), model.end(), 1.0f);
+  std::vector<float> warm(store.size(), 7.0f);
+  store.assign(warm);  // a warm start while the owner trains
+  CHECK(model[0] == 1.0f);
+  model[3] = 2.0f;  // the owner's step, after the assign
+  store.apply_deferred();
+  CHECK(model[0] == 7.0f);
+  CHECK(model[3] == 8.0f);
+  CHECK(model[25] == 7.0f);
+}
+
+TEST_CASE("deferred, host mirror: take_deferred hands the pending updates over by range and keeps the mirror true") {
+  ParameterStore store(mlp_specs(), UpdateMode::deferred);
+  std::vector<float> gpu(store.size());  // the owner's model, elsewhere
+  for (std::size_t i = 0; i < gpu.size(); ++i) gpu[i] = static_cast<float>(i);
+  store.update_mirror(gpu);
+  std::vector<float> out(store.size(), -1.0f);
+  CHECK(store.take_deferred(out).empty());
+  // Pulls into tensors 1 and 2 (adjacent: one range) and 3 ... and not 0.
+  store.defer_range(12, 26, [](std::size_t, std::span<float> pending) {
+    for (auto& x : pending) x += 2.0f;
+  });
+  const auto taken = store.take_deferred(out);
+  CHECK(taken == std::vector<ParameterStore::Range>{{12, 14}});
+  CHECK(out[0] == -1.0f);  // a tensor without pending updates is not written
+  CHECK(out[12] == 2.0f);
+  CHECK(out[25] == 2.0f);
+  for (const auto& r : taken)
+    for (std::size_t i = r.offset; i < r.offset + r.size; ++i) gpu[i] += out[i];
+  std::vector<float> mirror(store.size());
+  store.fetch(mirror);
+  CHECK(mirror == gpu);  // the mirror has the pull too, and nothing is pending any more
+  CHECK(store.take_deferred(out).empty());
+  // Two tensors apart: two ranges, in arena order.
+  store.defer_range(0, 1, [](std::size_t, std::span<float> p) { p[0] = 1.0f; });
+  store.defer_range(24, 25, [](std::size_t, std::span<float> p) { p[0] = 1.0f; });
+  CHECK(store.take_deferred(out) == std::vector<ParameterStore::Range>{{0, 12}, {24, 2}});
+  // A refresh from the owner keeps what is pending.
+  store.defer_range(12, 13, [](std::size_t, std::span<float> p) { p[0] = 3.0f; });
+  std::vector<float> later(store.size(), 50.0f);
+  store.update_mirror(later);
+  store.fetch(mirror);
+  CHECK(mirror[12] == 53.0f);
+  CHECK(mirror[13] == 50.0f);
+}
+
+TEST_CASE("deferred: an owner that writes without our locks never loses a pull that lands meanwhile") {
+  // The owner (PyTorch's optimizer) rewrites the model without locks and applies what is pending after each "step";
+  // the data plane adds 1 to every float 1000 times. Whatever the interleaving, every pull lands exactly once.
+  ParameterStore store({{"a", {512}}, {"b", {1024}}}, UpdateMode::deferred);
+  auto model = store.owner_arena();
+  std::atomic<bool> done{false};
+  std::thread owner([&] {
+    while (!done.load()) {
+      for (auto& x : model) x += 0.0f;  // the optimizer's write of every float (a no-op value, a real write)
+      store.apply_deferred();
+    }
+    store.apply_deferred();
+  });
+  for (int round = 0; round < 1000; ++round)
+    store.defer_range(0, store.size(), [](std::size_t, std::span<float> pending) {
+      for (auto& x : pending) x += 1.0f;
+    });
+  done = true;
+  owner.join();
+  for (float x : model) REQUIRE(x == 1000.0f);
+}
+
+TEST_CASE("a store's mode is a precondition of its update calls") {
+  const auto in_place = run_in_child([] {
+    ParameterStore store(mlp_specs());
+    store.defer_range(0, 1, [](std::size_t, std::span<float>) {});
+  });
+  CHECK(in_place.aborted);
+  CHECK(in_place.stderr_text ==
+        "gridtrain: precondition violated: ParameterStore::defer_range on a store whose updates are in place\n");
+  const auto deferred = run_in_child([] {
+    ParameterStore store(mlp_specs(), UpdateMode::deferred);
+    store.update_range(0, 1, [](std::size_t, std::span<float>) {});
+  });
+  CHECK(deferred.aborted);
 }
