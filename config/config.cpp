@@ -200,7 +200,7 @@ Status validate(const LoadState& state, const std::string& source) {
           return at(key->path(), problem);
         break;
       case FileRule::data:
-        if (c.learner.kind != LearnerKind::model) continue;  // a probe reads no data
+        if (c.learner.kind != LearnerKind::model) continue;  // a probe or an external model reads none
         if (file.empty()) return at(key->path(), "expected a data file (learner.kind is model), found \"\"");
         if (std::string problem = file_problem(file, /*must_have_content=*/false); !problem.empty())
           return at(key->path(), problem);

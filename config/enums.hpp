@@ -12,7 +12,9 @@ namespace gridtrain::config {
 
 // The quorum mode's home is the allreduce (allreduce/quorum.hpp); the config only spells it.
 using allreduce::QuorumMode;
-enum class LearnerKind { model, probe };
+// model: gridnode trains learner.model; probe: a vector to average (learner/probe.hpp); external: the model belongs to
+// the process that hosts the node (the PyTorch front end), and the learner and data sections are not used.
+enum class LearnerKind { model, probe, external };
 enum class Device { automatic, cpu, cuda };
 enum class OptimizerKind { sgd, momentum };
 enum class Schedule { constant, step, cosine };
@@ -35,7 +37,7 @@ struct EnumNames<QuorumMode> {
 };
 template <>
 struct EnumNames<LearnerKind> {
-  static constexpr std::string_view names[] = {"model", "probe"};
+  static constexpr std::string_view names[] = {"model", "probe", "external"};
 };
 template <>
 struct EnumNames<Device> {

@@ -447,7 +447,8 @@ Schema::Schema() {
           "a line restarted again within 5 times this runs no round until it is this long unchanged; 0 = never wait"));
 
   add(key(FIELD(learner, kind), EnumCodec<LearnerKind>{}, LearnerKind::model,
-          "model: train; probe: no training, allreduce probe_floats floats (a cluster health check)"));
+          "model: train; probe: no training, allreduce probe_floats floats (a cluster health check); external: "
+          "the model of the process hosting the node (the PyTorch front end; gridnode run refuses it)"));
   add(key(FIELD(learner, probe_floats), IntCodec{at_least(1)}, 1024, "probe: the length of the vector"));
   add(key(FIELD(learner, probe_value), OptionalNumberCodec{}, std::nullopt,
           "probe: the initial value; null = derived from the node id"));

@@ -123,6 +123,11 @@ TEST_CASE("a probe learner loads without any data files") {
   CHECK(c.data.train_images == "/no/such/file");
 }
 
+TEST_CASE("an external model (the PyTorch front end's) loads without any data files") {
+  const Config c = must_load("learner:\n  kind: external\ndata:\n  train_images: /no/such/file\n");
+  CHECK(c.learner.kind == LearnerKind::external);
+}
+
 TEST_CASE("a full config reads every key into its field") {
   TempDir dir;
   dir.write("secret", "token\n");
