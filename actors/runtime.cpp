@@ -1,5 +1,7 @@
 #include "actors/runtime.hpp"
 
+#include <caf/logger.hpp>
+
 namespace gridtrain::actors {
 
 Runtime::Runtime(const config::Config& config) : config_(config), system_(config_) {}
@@ -26,5 +28,7 @@ Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, const Cred
                                    std::chrono::milliseconds timeout) {
   return query_grid_view(system_, endpoint, credentials, timeout);
 }
+
+void Runtime::release_calling_thread() { caf::logger::set_current_actor_system(nullptr); }
 
 }  // namespace gridtrain::actors

@@ -41,6 +41,12 @@ class Runtime {
   Result<GridView> grid_view(const config::Endpoint& endpoint, const Credentials& credentials,
                              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
+  // Drops what the calling thread keeps of any actor system: CAF 0.17 keeps, in every thread that made a system or
+  // spawned an actor (a scoped_actor included: a question to a node), a reference to that system's logger until the
+  // thread ends, and ~actor_system waits until every such reference is gone. A thread that outlives the system and
+  // is not the one that destroys it (a Python host's) calls this after each use, or the system's end waits for ever.
+  static void release_calling_thread();
+
   caf::actor_system& system() { return system_; }
   // The nodes' data plane; null before it is opened (open_data_plane, or the first start_node).
   const std::shared_ptr<dataplane::Service>& data_plane() const { return data_plane_; }

@@ -1,4 +1,4 @@
-// gridnode run, as named steps:
+// gridnode run, as named steps (those that do not train are app/run_steps.hpp's, shared with the Python module):
 //   1. configure         the config file, --listen, --seed, --set, the node's name
 //   2. prepare_training  learner.kind model: the learner on this node's shard, the test set, --resume, the CSV
 //   3. start_metrics     metrics.listen: the Prometheus endpoint (before the join: a port in use is bad input,
@@ -10,8 +10,6 @@
 //   8. serve             say where it trains, train beside the averaging until the epochs are done or a signal
 //                        comes; then leave
 
-#include <malloc.h>
-#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -29,7 +27,7 @@
 
 #include "actors/runtime.hpp"
 #include "app/commands.hpp"
-#include "app/listen_address.hpp"
+#include "app/run_steps.hpp"
 #include "config/config.hpp"
 #include "config/endpoint.hpp"
 #include "learner/checkpoint.hpp"
@@ -48,93 +46,6 @@ namespace {
 std::atomic<int> stop_signal{0};
 
 extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
-
-// Parses a host:port given on the command line; errors name the option.
-Result<config::Endpoint> endpoint_option(const std::string& option, const std::string& text) {
-  auto parsed = config::parse_endpoint(text);
-  if (parsed) return parsed;
-  Error error = parsed.error();
-  error.source = option;
-  return error;
-}
-
-struct RunPlan {
-  config::Config config;
-  std::vector<config::Endpoint> seeds;  // asked in order; none: bootstrap a new cluster
-  std::string name;
-};
-
-// 1. The run's config, with the command line's overrides, checked before anything starts.
-Result<RunPlan> configure(const RunArgs& args) {
-  // --log-format and --log-level are overrides of their keys, checked as the keys are; an error names the option.
-  std::vector<std::string> overrides = args.overrides;
-  const std::pair<const char*, const std::string*> log_options[] = {{"log_format", &args.log_format},
-                                                                    {"log_level", &args.log_level}};
-  for (const auto& [key, value] : log_options)
-    if (!value->empty()) overrides.push_back(std::string("metrics.") + key + "=" + *value);
-  auto loaded = config::load_file(args.config_file, overrides);
-  if (!loaded) {
-    Error error = loaded.error();
-    for (const auto& [key, value] : log_options)
-      if (!value->empty() && error.key == std::string("metrics.") + key) {
-        error.source = std::string("--") + (key == std::string("log_format") ? "log-format" : "log-level");
-        error.key.clear();
-      }
-    return error;
-  }
-  RunPlan plan{std::move(loaded).value(), {}, args.name};
-  if (!args.listen.empty()) {
-    auto listen = endpoint_option("--listen", args.listen);
-    if (!listen) return listen.error();
-    plan.config.cluster.listen = listen.value();
-  }
-  if (!args.seed_address.empty()) {
-    auto seeds = config::parse_endpoint_list(args.seed_address);
-    if (!seeds) {
-      Error error = seeds.error();
-      error.source = "--seed";
-      return error;
-    }
-    plan.seeds = std::move(seeds).value();
-  }
-  // Where the listen address came from, for an error about it: the option, an override, or the file.
-  Error listen_source{.source = args.config_file, .key = "cluster.listen"};
-  if (!args.listen.empty()) {
-    listen_source = Error{.source = "--listen"};
-  } else if (std::any_of(overrides.begin(), overrides.end(),
-                         [](const std::string& o) { return o.rfind("cluster.listen=", 0) == 0; })) {
-    listen_source.source = "--set";
-  }
-  if (Status reachable = check_listen_address(plan.config.cluster.listen, listen_source, plan.seeds); !reachable)
-    return reachable.error();
-  // This node's own address among the seeds: it is no member to join through (the same list on every machine, as
-  // the boot scripts pass it, names each machine too). Left out; a list of nothing else is bad input, as joining
-  // through ourselves only ever timed out ("the seed is not a member of a cluster", after 10 s).
-  const config::Endpoint& self = plan.config.cluster.listen;
-  if (self.port != 0 && !plan.seeds.empty()) {
-    std::erase(plan.seeds, self);
-    if (plan.seeds.empty())
-      return Error{.source = "--seed", .message = self.to_string() + " is this node's own listen address: name a "
-                                                                      "member to join, or leave --seed out to "
-                                                                      "bootstrap a new cluster"};
-  }
-  if (args.shard_count < 1 || args.shard_index < 0 || args.shard_index >= args.shard_count)
-    return Error{.source = "--shard-index", .message = "expected a shard in [0, --shard-count)"};
-  // The name must not change across restarts, or --resume would not find the checkpoint: by default the listen
-  // port, which a restart reuses. A node on port 0 (any free port) has no such name, and the nodes of a machine
-  // that share one config all listen on port 0: each is named by its process id instead, so that their
-  // checkpoints and their rows of a shared metrics CSV stay apart (all were "0": they overwrote each other's
-  // checkpoints and their rows could not be told apart). To resume, such a node needs --name.
-  if (plan.name.empty()) {
-    if (plan.config.cluster.listen.port == 0 && (args.resume || args.resume_if_present))
-      return Error{.source = args.resume ? "--resume" : "--resume-if-present",
-                   .message = "needs --name when the listen port is 0: the default name, the process id, changes "
-                              "at every start, so no checkpoint would be found"};
-    plan.name = plan.config.cluster.listen.port ? std::to_string(plan.config.cluster.listen.port)
-                                                : "pid-" + std::to_string(::getpid());
-  }
-  return plan;
-}
 
 // What a node of learner.kind model trains with.
 struct Training {
@@ -208,127 +119,6 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   return t;
 }
 
-// 3. The Prometheus endpoint, when metrics.listen asks for one.
-Result<std::unique_ptr<telemetry::PrometheusMetrics>> start_metrics(const RunPlan& plan) {
-  if (!plan.config.metrics.listen) return std::unique_ptr<telemetry::PrometheusMetrics>();
-  auto metrics = telemetry::PrometheusMetrics::start(*plan.config.metrics.listen, plan.name);
-  if (metrics)
-    telemetry::tell("metrics",
-                    fmt::format("metrics on {}:{}/metrics", plan.config.metrics.listen->host, metrics.value()->port()),
-                    {{"port", metrics.value()->port()}});
-  return metrics;
-}
-
-// 4. The node, listening and joining (asynchronously).
-Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& plan, Training* training) {
-  actors::NodeOptions options;
-  options.config = plan.config;
-  options.seeds = plan.seeds;
-  // Opened here, before the options that depend on it (the runtime would open it in start_node otherwise).
-  auto data_plane = runtime.open_data_plane(options.config, options.listen);
-  if (!data_plane) return data_plane.error();
-  options.data_plane = data_plane.value();
-  if (training) {
-    // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
-    options.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
-    // The trainer (start_trainer) paces by the data plane's CPU clock: the same test, on the same data plane,
-    // decides on both sides. (Asked before the data plane was open, this once made the LineMasters unpaced under
-    // cpu_share while the trainer paced nothing: rounds ran back to back, and two nodes on 2 cores kept 0.5-0.6x
-    // of their speed, BENCHMARKS.md "Overlap".)
-    const config::AllreduceConfig& allreduce = plan.config.allreduce;
-    options.paced_by_every_steps =
-        learner::paces_rounds(allreduce.every_steps, allreduce.cpu_share, options.data_plane != nullptr);
-    options.progress = training->progress;
-  }
-  auto node = runtime.start_node(std::move(options));
-  if (node)
-    telemetry::tell("listening", "listening on " + node.value().address(), {{"address", node.value().address()}});
-  return node;
-}
-
-std::string cluster_name(const RunPlan& plan, const actors::NodeHandle& node) {
-  if (plan.seeds.empty()) return node.address();
-  std::string names;
-  for (const config::Endpoint& seed : plan.seeds) names += (names.empty() ? "" : ",") + seed.to_string();
-  return names;
-}
-
-// 5. Blocks until the cluster decides; the exit code when the run ends here, nullopt once welcomed.
-std::optional<int> wait_for_join(const RunPlan& plan, const actors::NodeHandle& node) {
-  const auto joined = node.wait_joined();
-  switch (joined.result) {
-    case actors::JoinResult::welcomed:
-      telemetry::tell("joined", fmt::format("joined the cluster as node {:x}", node.id()),
-                      {{"node", fmt::format("{:016x}", node.id())}});
-      return std::nullopt;
-    case actors::JoinResult::rejected:
-      return fail(kRejected, "rejected by the cluster at " + cluster_name(plan, node) + ": " + joined.reason);
-    case actors::JoinResult::stopped:
-      if (stop_signal.load()) return kOk;
-      return fail(kInternal, "the node stopped before it joined: " + joined.reason);
-    case actors::JoinResult::pending:
-    case actors::JoinResult::unreachable:
-      break;
-  }
-  return fail(kInternal, "could not join " + (plan.seeds.empty() ? std::string("a new cluster")
-                                                                 : "through " + cluster_name(plan, node)) +
-                             ": " + joined.reason);
-}
-
-// 6. Joining a cluster that already had members, copy the model of one of them (a line peer if there is one)
-// rather than average a fresh initialisation into theirs. Decided at the join, before --wait-members, so that
-// the bootstrapping node copies nobody. A resumed node copies one too: its checkpoint gives back its progress
-// (step, epoch, optimizer state), but the cluster's model moved on while it was down; alone (it bootstraps),
-// it keeps the checkpoint's model. A failure is not fatal: the node then trains from the model it has.
-void warm_start(const actors::NodeHandle& node) {
-  const auto copied = node.warm_start();
-  if (!copied)
-    spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
-  else if (copied.value())
-    telemetry::tell("warm_start", fmt::format("warm start: copied the model of node {:x}", *copied.value()),
-                    {{"from", fmt::format("{:016x}", *copied.value())}});
-}
-
-// 7. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave
-// before the last has joined. The wait is a start line, not a quorum: it ends once the cluster has N members, or
-// once a member already trains. Those saw N members before this node looked; if one of them has died since,
-// waiting for N again would wait for ever while the others finish without this node.
-bool has_members(const Result<actors::GridView>& view, int members) {
-  return view && static_cast<int>(view.value().nodes.size()) >= members;
-}
-
-// Whether the cluster has N members as the node joins (it looks before its warm start, which may take a while:
-// the others may have finished and left meanwhile). No question to the cluster when no wait was asked for.
-bool members_reached(const actors::NodeHandle& node, int members) {
-  return members <= 0 || has_members(node.grid_view(), members);
-}
-
-// False if the node ended meanwhile. Says how many it has at once and every 10 s, so that a node waiting for more
-// members than will come (a typo in N) does not look hung.
-bool wait_for_members(const actors::NodeHandle& node, int members, bool reached) {
-  constexpr auto kSayEvery = std::chrono::seconds(10);
-  auto said = std::chrono::steady_clock::now() - kSayEvery;
-  while (!reached && !stop_signal.load()) {
-    const auto view = node.grid_view();
-    if (has_members(view, members)) return true;
-    if (view) {
-      const auto& nodes = view.value().nodes;
-      if (std::any_of(nodes.begin(), nodes.end(), [](const auto& n) { return n.figures.samples > 0; })) {
-        spdlog::info("{} of the {} members to wait for, but the others already train: training now",
-                     nodes.size(), members);
-        return true;
-      }
-      // Said only once it is clear that this node waits (not in the pass that finds the others training).
-      if (const auto now = std::chrono::steady_clock::now(); now - said >= kSayEvery) {
-        spdlog::info("waiting for {} members before training (--wait-members): {} so far", members, nodes.size());
-        said = now;
-      }
-    }
-    if (node.wait_for(std::chrono::milliseconds(100))) return false;
-  }
-  return true;
-}
-
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
                                                 std::shared_ptr<dataplane::Service> data_plane,
@@ -372,49 +162,12 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   return trainer;
 }
 
-// After a stall, gives back to the system the memory that the stall's backlog took. A process that was stopped
-// (SIGSTOP, a frozen VM) wakes to what its peers sent meanwhile: megabytes of round messages, read and dropped in
-// a burst. glibc keeps what the burst freed in its per-thread arenas, so each stall raised a long-lived node's
-// resident memory by up to 2.4 MB for good (a 30-minute chaos run: +5.9%, 45 MB free in the arenas against 73 MB
-// in use; malloc_trim gave 20 MB back). The serve loop below runs every 100 ms, so a longer gap is a stall; the
-// trim waits until the backlog is through (the Workers sit out one connection timeout after a stall).
-class StallTrim {
- public:
-  explicit StallTrim(std::chrono::milliseconds connection_timeout) : timeout_(connection_timeout) {}
-
-  void tick() {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_ > timeout_) trim_at_ = now + 3 * timeout_;
-    last_ = now;
-    if (now >= trim_at_) {
-      trim_at_ = kNever;
-      malloc_trim(0);
-    }
-  }
-
- private:
-  static constexpr auto kNever = std::chrono::steady_clock::time_point::max();
-  std::chrono::milliseconds timeout_;
-  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point trim_at_ = kNever;
-};
-
-void leave(const actors::NodeHandle& node) {
-  node.stop();
-  node.wait();
-}
-
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
 int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus,
           std::chrono::milliseconds connection_timeout) {
-  auto scraped = std::chrono::steady_clock::now();
-  StallTrim trim(connection_timeout);
+  NodeUpkeep upkeep(node, prometheus, connection_timeout);
   while (!node.wait_for(std::chrono::milliseconds(100))) {
-    trim.tick();
-    if (prometheus && std::chrono::steady_clock::now() - scraped > std::chrono::seconds(1)) {
-      prometheus->update(node.stats());
-      scraped = std::chrono::steady_clock::now();
-    }
+    upkeep.tick();
     if (stop_signal.load()) {
       spdlog::info("signal {}: leaving the cluster", stop_signal.load());
       if (trainer) trainer->stop(), trainer->join();
@@ -482,12 +235,17 @@ class ShutdownLimit {
 int run(const RunArgs& args) {
   auto plan = configure(args);
   if (!plan) return fail(plan.error());
+  if (plan.value().config.learner.kind == config::LearnerKind::external)
+    return fail(Error{.source = args.config_file, .key = "learner.kind",
+                      .message = "external is the model of a process that hosts its node itself (the PyTorch "
+                                 "front end, import gridtrain); gridnode run trains model or averages probe"});
   telemetry::configure_event_log(plan.value().config.metrics.log_format, plan.value().config.metrics.log_level);
   // Signals only set a flag; serve() turns it into a clean stop (Leave), which needs the actors.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   // A write to a connection the peer closed is an error the node handles (EPIPE), never the end of the process.
   std::signal(SIGPIPE, SIG_IGN);
+  const auto signalled = [] { return stop_signal.load() != 0; };
 
   std::optional<Training> training;
   if (plan.value().config.learner.kind == config::LearnerKind::model) {
@@ -501,13 +259,20 @@ int run(const RunArgs& args) {
 
   actors::Runtime runtime{plan.value().config};
   ShutdownLimit shutdown_limit{runtime.system()};
-  auto started = start_node(runtime, plan.value(), training ? &*training : nullptr);
+  NodeModel model;
+  if (training) {
+    // The node shares the learner's store (an aliasing pointer keeps the learner alive with it).
+    model.store = std::shared_ptr<learner::ParameterStore>(training->learner, &training->learner->params());
+    model.progress = training->progress;
+  }
+  auto started = start_node(runtime, plan.value(), model);
   if (!started) return fail(started.error());
   const actors::NodeHandle& node = started.value();
-  if (auto ended = wait_for_join(plan.value(), node)) return *ended;
+  if (const JoinVerdict joined = wait_for_join(plan.value(), node, signalled); !joined.welcomed())
+    return joined.message.empty() ? joined.code : fail(joined.code, joined.message);
   const bool members_at_join = members_reached(node, args.wait_members);
   if (training) warm_start(node);
-  if (!wait_for_members(node, args.wait_members, members_at_join))
+  if (!wait_for_members(node, args.wait_members, members_at_join, signalled))
     return fail(kInternal, "the node ended unexpectedly");
 
   std::unique_ptr<learner::Trainer> trainer;

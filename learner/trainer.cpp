@@ -1,6 +1,6 @@
 #include "learner/trainer.hpp"
 
-#include "learner/cpu_share_pacer.hpp"
+#include "learner/round_pacing.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -77,10 +77,6 @@ Status Trainer::write_checkpoint() {
   return {};
 }
 
-bool paces_rounds(int every_steps, double cpu_share, bool has_averaging_cpu) {
-  return every_steps > 0 || (cpu_share > 0 && cpu_share < 1 && has_averaging_cpu);
-}
-
 void Trainer::run() {
   auto& l = *setup_.learner;
   using clock = std::chrono::steady_clock;
@@ -92,10 +88,8 @@ void Trainer::run() {
   double loss_sum = 0;
   int loss_steps = 0;
   bool reported = false;
-  const auto every = static_cast<std::uint64_t>(std::max(setup_.every_steps, 0));
-  std::optional<CpuSharePacer> pacer;
-  if (!every && paces_rounds(0, setup_.cpu_share, static_cast<bool>(setup_.averaging_cpu)) && setup_.on_every_steps)
-    pacer.emplace(setup_.cpu_share);
+  RoundPacing pacing(setup_.every_steps, setup_.cpu_share, setup_.averaging_cpu);
+  const bool paced = pacing.active() && setup_.on_every_steps;
   auto step_start = clock::now();
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));
   while (!l.done() && !stop_.load()) {
@@ -105,10 +99,9 @@ void Trainer::run() {
     loss_sum += stepped.value().loss;
     ++loss_steps;
     if (setup_.progress) setup_.progress->samples.store(l.samples(), std::memory_order_relaxed);
-    if (every && setup_.on_every_steps && l.steps() % every == 0) setup_.on_every_steps();
-    if (pacer) {
+    if (paced) {
       const auto stepped_at = clock::now();
-      if (pacer->after_step(stepped_at - step_start, setup_.averaging_cpu())) setup_.on_every_steps();
+      if (pacing.after_step(l.steps(), stepped_at - step_start)) setup_.on_every_steps();
       step_start = stepped_at;
     }
     if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) {

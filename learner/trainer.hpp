@@ -5,7 +5,7 @@
 // nothing of actors, and the node's side is reached only through the callbacks below.
 //
 // Coupling to the allreduce: the node's LineMasters start a round only when the trainer allows one
-// (`on_every_steps`), in one of two ways. allreduce.every_steps = n > 0: once every n steps, so a line runs at most
+// (`on_every_steps`, as learner/round_pacing.hpp decides), in one of two ways. allreduce.every_steps = n > 0: once every n steps, so a line runs at most
 // one round per n steps of its master's learner. Else allreduce.cpu_share = f < 1: after each step in which the
 // node's averaging has used no more than f of the training time (learner/cpu_share_pacer.hpp; `averaging_cpu`
 // gives the averaging's CPU time). With n = 0 and f = 1 rounds run back to back and `on_every_steps` is never
@@ -32,6 +32,7 @@
 #include "learner/checkpoint.hpp"
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"
+#include "learner/round_pacing.hpp"
 #include "learner/training_progress.hpp"
 
 namespace gridtrain::learner {
@@ -61,11 +62,6 @@ struct TrainerSetup {
   std::string checkpoint_path;  // "" = no checkpoints
   int checkpoint_every = 0;     // steps; 0 = none
 };
-
-// Whether a trainer with these settings paces the node's rounds (calls on_every_steps): every_steps > 0, or
-// cpu_share below 1 with the averaging's CPU clock to pace by. The node must start rounds only when allowed exactly
-// when this holds: a node told to wait for allowances that never come would never average.
-bool paces_rounds(int every_steps, double cpu_share, bool has_averaging_cpu);
 
 class Trainer {
  public:
