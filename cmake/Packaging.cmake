@@ -2,6 +2,8 @@
 #   gridtrain       /usr/bin/gridnode, its man page, the default config /etc/gridtrain/cluster.yaml (a conffile),
 #                   the systemd units, the boot scripts under /usr/lib/gridtrain, /var/lib/gridtrain (checkpoints);
 #                   its library dependencies found by dpkg-shlibdeps
+#   python3-gridtrain  the Python package (import gridtrain: the binding and the torch glue), when the build has it,
+#                   under Debian's python3 path; it recommends python3-torch (gridtrain.torch needs it)
 #   gridtrain-cuda  the CUDA learner module, when the build has one. CUDA, cuBLAS and cuDNN are not Debian packages:
 #                   the module expects them where the build found them (its RPATH), so it names no dependency on
 #                   them; the binary runs without this package (learner.device auto then trains on the CPU).
@@ -32,6 +34,14 @@ add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/gridnode.1.gz
 add_custom_target(gridnode_man ALL DEPENDS ${CMAKE_BINARY_DIR}/gridnode.1.gz)
 install(FILES ${CMAKE_BINARY_DIR}/gridnode.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT node)
 
+if(GRIDTRAIN_PYTHON_ENABLED)
+  # The Python package where Debian's python3 finds it: the module and the Python layer.
+  set(GRIDTRAIN_PYTHON_INSTALL_DIR lib/python3/dist-packages/gridtrain)
+  install(TARGETS _gridtrain LIBRARY DESTINATION ${GRIDTRAIN_PYTHON_INSTALL_DIR} COMPONENT python)
+  file(GLOB gridtrain_python_files ${CMAKE_CURRENT_SOURCE_DIR}/python/gridtrain/*.py)
+  install(FILES ${gridtrain_python_files} DESTINATION ${GRIDTRAIN_PYTHON_INSTALL_DIR} COMPONENT python)
+endif()
+
 if(GRIDTRAIN_CUDA_ENABLED)
   # The RPATH the module was linked with (the toolkit's and cuDNN's folders) stays in the installed copy.
   set_target_properties(gridtrain_cuda PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
@@ -50,6 +60,9 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL node)
 if(GRIDTRAIN_CUDA_ENABLED)
   list(APPEND CPACK_COMPONENTS_ALL cuda)
+endif()
+if(GRIDTRAIN_PYTHON_ENABLED)
+  list(APPEND CPACK_COMPONENTS_ALL python)
 endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
@@ -74,5 +87,17 @@ set(CPACK_DEBIAN_CUDA_DESCRIPTION
     "gridtrain's CUDA learner (cuBLAS, cuDNN)\n"
     " The module gridnode loads when learner.device asks for a GPU. It needs CUDA 13, cuBLAS and cuDNN 9 where\n"
     " NVIDIA's installers put them (/usr/local/cuda).")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-gridtrain)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS ON)
+# The module is built for the Python it was built with (its ABI: cpython-3XY).
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+    "python3 (>= ${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}), python3 (<< ${Python_VERSION_MAJOR}.${GRIDTRAIN_PYTHON_NEXT_MINOR})")
+set(CPACK_DEBIAN_PYTHON_PACKAGE_RECOMMENDS "python3-torch, gridtrain (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+    "gridtrain's PyTorch front end: import gridtrain\n"
+    " A gridtrain node inside a PyTorch training process: the same cluster, config, failover, status and metrics\n"
+    " as gridnode, averaging your own model (gridtrain.torch.ElasticAverager). python3 -m gridtrain.launch\n"
+    " runs a script as several nodes on one machine.")
 set(CPACK_COMPONENT_NODE_DESCRIPTION "gridnode")
 include(CPack)

@@ -52,7 +52,37 @@ conffiles=$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Conffiles}' grid
 echo "$conffiles" | grep -q /etc/gridtrain/cluster.yaml || fail "/etc/gridtrain/cluster.yaml is not a conffile"
 echo "installed into an empty root: $(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Version}, ' | sed 's/, $//')"
 
-dpkg --root="$root" --force-depends --force-script-chrootless -r gridtrain-cuda gridtrain >"$work/dpkg-r.log" 2>&1 ||
+# The Python package, where the build has one: imported from where it was installed, by Debian's python3, and a node
+# of it started on loopback with the installed default config, averaging a tiny torch model alone.
+python_deb=$(find "$work/packages" -maxdepth 1 -name 'python3-gridtrain_*.deb' | head -n 1)
+if [ -n "$python_deb" ]; then
+  site=$root/usr/lib/python3/dist-packages
+  [ -f "$site/gridtrain/__init__.py" ] || fail "python3-gridtrain installed no gridtrain package"
+  ls "$site"/gridtrain/_gridtrain.cpython-*.so >/dev/null 2>&1 || fail "python3-gridtrain installed no module"
+  PYTHONPATH=$site PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 - "$root/etc/gridtrain/cluster.yaml" "$site" <<'PYTHON' ||
+import sys
+import gridtrain
+assert gridtrain.__file__.startswith(sys.argv[2]), f"imported {gridtrain.__file__}, not the installed package"
+print("imported", gridtrain.__file__)
+try:
+    import torch
+except ImportError:
+    print("python3-torch is not installed: gridtrain.torch left out")
+    sys.exit(0)
+import gridtrain.torch
+with gridtrain.Node(sys.argv[1], listen="127.0.0.1:0", seed="",
+                    overrides={"cluster.token_file": "", "metrics.listen": "", "metrics.log_level": "warn"}) as node:
+    averager = gridtrain.torch.ElasticAverager(node, torch.nn.Linear(4, 2))
+    for _ in range(3):
+        averager.step(samples=1)
+    print("a node of the installed package averaged alone:", node.address, averager.steps, "steps")
+PYTHON
+    fail "the installed python3-gridtrain did not import or run"
+fi
+
+dpkg --root="$root" --force-depends --force-script-chrootless -r python3-gridtrain gridtrain-cuda gridtrain \
+  >"$work/dpkg-r.log" 2>&1 ||
   { cat "$work/dpkg-r.log"; fail "dpkg -r failed"; }
 [ ! -e "$root/usr/bin/gridnode" ] || fail "gridnode is still there after dpkg -r"
+[ ! -e "$root/usr/lib/python3/dist-packages/gridtrain" ] || fail "the gridtrain Python package is still there after dpkg -r"
 echo "removed: ok"

@@ -1,0 +1,248 @@
+#include "python/hosted_node.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <limits>
+
+#include "telemetry/event_log.hpp"
+#include "telemetry/grid_view_text.hpp"
+
+namespace gridtrain::python {
+
+namespace {
+
+constexpr auto kUpkeepEvery = std::chrono::milliseconds(100);
+
+[[noreturn]] void throw_bad_input(const Error& error) { throw Failure(app::kBadInput, error.to_string()); }
+
+// Every call of the host's that reaches the actor system ends with this: the host's threads outlive the system
+// (actors::Runtime::release_calling_thread says why).
+struct ReleaseThread {
+  ~ReleaseThread() { actors::Runtime::release_calling_thread(); }
+};
+
+}  // namespace
+
+HostedNode::HostedNode(const app::RunArgs& args) : wait_members_(args.wait_members) {
+  if (args.wait_members < 0)
+    throw Failure(app::kBadInput, "wait_members: expected a number of members >= 0, found " +
+                                      std::to_string(args.wait_members));
+  auto plan = app::configure(args, {"learner.kind=external"});
+  if (!plan) throw_bad_input(plan.error());
+  plan_ = std::move(plan).value();
+  if (plan_.config.learner.kind != config::LearnerKind::external)
+    throw Failure(app::kBadInput, "--set: learner.kind: the Python front end trains its own model: learner.kind "
+                                  "must be external (or left out), found " +
+                                      std::string(config::to_string(plan_.config.learner.kind)));
+  telemetry::configure_event_log(plan_.config.metrics.log_format, plan_.config.metrics.log_level);
+  auto metrics = app::start_metrics(plan_);
+  if (!metrics) throw_bad_input(metrics.error());
+  prometheus_ = std::move(metrics).value();
+  if (!plan_.config.metrics.csv.empty()) {
+    auto opened = telemetry::MetricsCsv::open(plan_.config.metrics.csv, /*append=*/false);
+    if (!opened) throw_bad_input(opened.error());
+    csv_.emplace(std::move(opened).value());
+  }
+  runtime_.emplace(plan_.config);
+}
+
+HostedNode::~HostedNode() { close(); }
+
+std::shared_ptr<learner::ParameterStore> HostedNode::make_model(std::vector<learner::TensorSpec> tensors) {
+  if (store_) throw Failure(app::kBadInput, "the node has its model already: one model per node");
+  if (tensors.empty()) throw Failure(app::kBadInput, "the model has no parameters to average");
+  for (const auto& t : tensors)
+    for (int extent : t.shape)
+      if (extent < 1)
+        throw Failure(app::kBadInput, "parameter '" + t.name + "': an extent of " + std::to_string(extent) +
+                                          ": a parameter to average has at least one float");
+  store_ = std::make_shared<learner::ParameterStore>(std::move(tensors), learner::UpdateMode::deferred);
+  return store_;
+}
+
+void HostedNode::join(const std::function<bool()>& interrupted) {
+  const ReleaseThread release;
+  if (!store_) throw Failure(app::kInternal, "join() before make_model(): the node has no model to average");
+  if (node_) throw Failure(app::kInternal, "the node has joined already");
+  if (closing_.load()) throw Failure(app::kInternal, "the node was closed");
+  auto started = app::start_node(runtime_->runtime(), plan_, {.store = store_, .progress = progress_});
+  if (!started) throw_bad_input(started.error());
+  const actors::NodeHandle node = started.value();
+  // The verdict blocks until the cluster decides (the join timeout at most); it waits on a thread of its own, so
+  // that an interruption (Ctrl-C) is seen within 100 ms and stops the node, which ends the wait.
+  std::atomic<bool> stopped_here{false};
+  const auto stopping = [&] { return stopped_here.load() || closing_.load(); };
+  auto verdict = std::async(std::launch::async, [&] { return app::wait_for_join(plan_, node, stopping); });
+  while (verdict.wait_for(kUpkeepEvery) != std::future_status::ready)
+    if (!stopped_here && ((interrupted && interrupted()) || closing_.load())) {
+      stopped_here = true;
+      node.kill();
+    }
+  const app::JoinVerdict joined = verdict.get();
+  if (!joined.welcomed() || stopped_here || closing_.load()) {
+    node.kill();
+    node.wait();
+    if (!joined.message.empty() && !stopped_here) throw Failure(joined.code, joined.message);
+    throw Failure(app::kInternal, "the node was stopped before it joined");
+  }
+  members_at_join_ = app::members_reached(node, wait_members_);
+  app::warm_start(node);
+  const config::AllreduceConfig& allreduce = plan_.config.allreduce;
+  const auto data_plane = runtime_->runtime().data_plane();
+  pacing_.emplace(allreduce.every_steps, allreduce.cpu_share,
+                  data_plane ? std::function<std::chrono::nanoseconds()>([data_plane] { return data_plane->cpu_time(); })
+                             : std::function<std::chrono::nanoseconds()>());
+  joined_at_ = last_step_ = Clock::now();
+  epoch_marks_ = {.at = joined_at_, .samples = 0, .steps = 0, .rounds = 0};
+  std::lock_guard<std::mutex> hold(close_mutex_);
+  if (closing_.load()) {
+    app::leave(node);
+    throw Failure(app::kInternal, "the node was closed as it joined");
+  }
+  node_ = node;
+  upkeep_ = std::thread([this] { upkeep_loop(); });
+}
+
+void HostedNode::wait_for_members(const std::function<bool()>& interrupted) {
+  const ReleaseThread release;
+  if (!node_) throw Failure(app::kInternal, "wait_for_members() before the node joined");
+  const auto stop_waiting = [&] { return closing_.load() || (interrupted && interrupted()); };
+  if (!app::wait_for_members(*node_, wait_members_, members_at_join_, stop_waiting))
+    throw Failure(app::kInternal, "the node ended while it waited for " + std::to_string(wait_members_) + " members");
+  if (stop_waiting())
+    throw Failure(app::kInternal, "stopped while waiting for " + std::to_string(wait_members_) + " members");
+  // Training starts now: the wait is not part of the first epoch's samples/s.
+  joined_at_ = last_step_ = epoch_marks_.at = Clock::now();
+}
+
+std::uint64_t HostedNode::id() const { return node_ ? node_->id() : 0; }
+std::string HostedNode::address() const { return node_ ? node_->address() : std::string(); }
+
+bool HostedNode::step(std::uint64_t samples) {
+  const ReleaseThread release;
+  if (closing_.load()) throw Failure(app::kInternal, "the node was closed: it no longer averages");
+  if (ended_.load()) throw Failure(app::kInternal, "the node ended unexpectedly: it no longer averages");
+  if (!node_) throw Failure(app::kInternal, "step() before the node joined");
+  ++steps_;
+  progress_->samples.fetch_add(samples, std::memory_order_relaxed);
+  const auto now = Clock::now();
+  const bool allow = pacing_->active() && pacing_->after_step(steps_, now - last_step_);
+  last_step_ = now;
+  if (allow)
+    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node_->allow_rounds(d, 1);
+  return allow;
+}
+
+learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
+  const ReleaseThread release;
+  if (!node_) throw Failure(app::kInternal, "report_epoch() before the node joined");
+  const auto now = Clock::now();
+  learner::EpochReport r;
+  r.epoch = figures.epoch;
+  r.samples = progress_->samples.load(std::memory_order_relaxed);
+  r.time_s = std::chrono::duration<double>(now - joined_at_).count();
+  const double seconds = std::chrono::duration<double>(now - epoch_marks_.at).count();
+  r.samples_per_s = seconds > 0 ? static_cast<double>(r.samples - epoch_marks_.samples) / seconds : 0;
+  r.loss = figures.loss;
+  r.test_loss = figures.test_loss;
+  r.test_accuracy = figures.test_accuracy;
+  r.rounds = node_->stats().total().rounds_done;
+  const std::uint64_t rounds = r.rounds - std::min(r.rounds, epoch_marks_.rounds);
+  r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
+                 : std::numeric_limits<double>::infinity();
+  if (figures.test_accuracy >= 0) progress_->test_accuracy.store(figures.test_accuracy, std::memory_order_relaxed);
+  telemetry::tell("epoch", telemetry::progress_line(r), telemetry::epoch_fields(r));
+  if (csv_) csv_->write(plan_.name, r);
+  if (prometheus_) prometheus_->update(r);
+  epoch_marks_ = {.at = now, .samples = r.samples, .steps = steps_, .rounds = r.rounds};
+  return r;
+}
+
+actors::NodeStats HostedNode::stats() const {
+  const ReleaseThread release;
+  return node_ ? node_->stats() : actors::NodeStats{};
+}
+
+std::string HostedNode::grid_json() const {
+  const ReleaseThread release;
+  if (!node_) throw Failure(app::kInternal, "the node has not joined a cluster");
+  auto view = node_->grid_view();
+  if (!view) throw Failure(app::kInternal, view.error().to_string());
+  return telemetry::grid_view_json(view.value());
+}
+
+void HostedNode::upkeep_loop() {
+  app::NodeUpkeep upkeep(*node_, prometheus_.get(),
+                         std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
+  while (!node_->wait_for(kUpkeepEvery)) {
+    if (closing_.load()) return;
+    upkeep.tick();
+  }
+  if (!closing_.load()) {
+    ended_.store(true);
+    spdlog::error("the node ended unexpectedly: it no longer averages");
+  }
+}
+
+void HostedNode::close() {
+  const ReleaseThread release;
+  std::lock_guard<std::mutex> once(close_mutex_);
+  closing_.store(true);
+  if (upkeep_.joinable()) upkeep_.join();
+  if (node_) {
+    app::leave(*node_);
+    node_.reset();
+  }
+  // The pacing's clock holds the data plane, whose endpoints hold the node's actors: released first, or the actor
+  // system would wait for them for ever.
+  pacing_.reset();
+  if (runtime_) runtime_->stop();
+}
+
+RuntimeThread::RuntimeThread(const config::Config& config) {
+  std::promise<actors::Runtime*> made;
+  auto ready = made.get_future();
+  auto release = release_.get_future();
+  thread_ = std::thread([this, &config, made = std::move(made), release = std::move(release)]() mutable {
+    std::unique_ptr<actors::Runtime> runtime;
+    try {
+      runtime = std::make_unique<actors::Runtime>(config);
+    } catch (...) {
+      made.set_exception(std::current_exception());
+      done_.set_value();
+      return;
+    }
+    made.set_value(runtime.get());
+    release.wait();
+    runtime.reset();
+    done_.set_value();
+  });
+  try {
+    runtime_ = ready.get();
+  } catch (const std::exception& e) {
+    thread_.join();
+    throw Failure(app::kInternal, std::string("the actor system did not start: ") + e.what());
+  }
+}
+
+RuntimeThread::~RuntimeThread() { stop(); }
+
+void RuntimeThread::stop() {
+  if (!thread_.joinable()) return;
+  runtime_ = nullptr;
+  release_.set_value();
+  // ~actor_system waits for every actor to end and every detached actor to be destroyed: gridnode bounds that wait
+  // and ends the process (app/run_command.cpp, ShutdownLimit). A host's process is not ours to end: after the same
+  // limit the actor system is left to its thread, said once, and the host goes on.
+  constexpr auto kShutdownLimit = std::chrono::seconds(10);
+  if (done_.get_future().wait_for(kShutdownLimit) == std::future_status::ready) {
+    thread_.join();
+  } else {
+    spdlog::error("the node's actor system did not shut down within {} s; left to end in the background",
+                  kShutdownLimit.count());
+    thread_.detach();
+  }
+}
+
+}  // namespace gridtrain::python
