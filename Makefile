@@ -2,7 +2,7 @@
 #   make demo   installs what is missing, builds, and trains a small local cluster on Fashion-MNIST
 #   make test   installs what is missing, builds, and runs the whole test suite (what CI runs)
 # Others:
-#   make package            the Debian packages gridtrain (and gridtrain-cuda when CUDA is built) in build/
+#   make package            the Debian packages gridtrain, python3-gridtrain (and gridtrain-cuda when CUDA is built) in build/
 #   make test-hosts         the boot path across hosts: network namespaces booting as the AWS user data does (root)
 #   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders; see tsan below)
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)

@@ -9,16 +9,19 @@ packages=(
   prometheus-cpp-dev zlib1g-dev nlohmann-json3-dev libssl-dev openssl
   libgloo-dev libopenmpi-dev openmpi-bin
   dataset-fashion-mnist gnuplot-nox
+  python3-dev pybind11-dev python3-pybind11
 )
 
 # `install-deps.sh fuzz`: also clang, whose libFuzzer `make fuzz` links (the test suite's smoke runs use g++).
 # `install-deps.sh test`: also what the test suite checks deployment with: shellcheck and curl, iproute2 (network
-# namespaces, `make test-hosts`), and npm for the CloudFormation template's linters (deploy/aws/package.json,
+# namespaces, `make test-hosts`), python3-torch for the Python front end's tests, and npm for the CloudFormation
+# template's linters (deploy/aws/package.json,
 # installed below into deploy/aws/node_modules at the versions its lock file pins).
 mode=${1:-}
 if [ "$mode" = "fuzz" ]; then packages+=(clang); fi
 if [ "$mode" = "test" ]; then
-  packages+=(shellcheck curl iproute2)
+  # python3-torch: the Python front end's tests (Debian's PyTorch, CPU; its recommends are not needed).
+  packages+=(shellcheck curl iproute2 python3-torch)
   command -v npm >/dev/null || packages+=(npm)
 fi
 
