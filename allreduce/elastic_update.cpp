@@ -116,6 +116,22 @@ GRIDTRAIN_FLOAT_LOOP void delta_in_place_run(std::size_t n, float* __restrict th
 // A tile of the sum stays in the L1 cache while each contribution is added and each delta written.
 constexpr std::size_t kTile = 512;
 
+// Calls fn(c, from, n) for the part [from, from + n) of [offset, offset + size) in each chunk c that has a mean
+// (Round::count(c) > 0), in chunk order.
+template <class Fn>
+void for_each_counted_part(const Round& round, std::size_t offset, std::size_t size, Fn&& fn) {
+  const Partition& part = round.partition();
+  const std::size_t end = offset + size;
+  if (offset >= end) return;
+  for (std::uint32_t c = part.chunk_containing(offset); c < part.chunk_count(); ++c) {
+    const Range r = part.chunk(c);
+    if (r.offset >= end) break;
+    if (round.count(c) == 0) continue;
+    const std::size_t from = std::max(r.offset, offset);
+    fn(c, from, std::min(r.end(), end) - from);
+  }
+}
+
 }  // namespace
 
 void elastic_update(std::span<float> model_slice, std::span<const float> mean_slice, float alpha) {
@@ -128,46 +144,29 @@ void elastic_update(std::span<float> model_slice, std::span<const float> mean_sl
 
 void elastic_update(std::span<float> model_slice, std::size_t offset, const Round& round, float alpha) {
   const float keep = 1.0f - alpha;
-  const Partition& part = round.partition();
-  const std::size_t end = offset + model_slice.size();
-  if (offset >= end) return;
-  const std::span<const float> fetched = round.send_buffer();
-  const std::span<const float> result = round.result();
-  for (std::uint32_t c = part.chunk_containing(offset); c < part.chunk_count(); ++c) {
-    const Range r = part.chunk(c);
-    if (r.offset >= end) break;
-    if (round.count(c) == 0) continue;
-    const std::size_t from = std::max(r.offset, offset);
-    const std::size_t n = std::min(r.end(), end) - from;
+  const float* fetched = round.send_buffer().data();
+  const float* result = round.result().data();
+  for_each_counted_part(round, offset, model_slice.size(), [&](std::uint32_t c, std::size_t from, std::size_t n) {
     float* m = model_slice.data() + (from - offset);
-    if (round.delta(c)) {
-      delta_run(n, m, result.data() + from, alpha);
-    } else {
+    if (round.delta(c))
+      delta_run(n, m, result + from, alpha);
+    else
       // (1 - alpha) s + alpha mean, plus whatever moved the model since the fetch: when nothing did, m - s is
       // exactly 0 and the result is bit for bit the plain update (alpha = 1 gives the mean).
-      update_run(n, m, fetched.data() + from, result.data() + from, keep, alpha);
-    }
-  }
+      update_run(n, m, fetched + from, result + from, keep, alpha);
+  });
 }
 
 void elastic_pull(std::span<float> pull_slice, std::size_t offset, const Round& round, float alpha) {
-  const Partition& part = round.partition();
-  const std::size_t end = offset + pull_slice.size();
-  if (offset >= end) return;
-  const std::span<const float> fetched = round.send_buffer();
-  const std::span<const float> result = round.result();
-  for (std::uint32_t c = part.chunk_containing(offset); c < part.chunk_count(); ++c) {
-    const Range r = part.chunk(c);
-    if (r.offset >= end) break;
-    if (round.count(c) == 0) continue;
-    const std::size_t from = std::max(r.offset, offset);
-    const std::size_t n = std::min(r.end(), end) - from;
+  const float* fetched = round.send_buffer().data();
+  const float* result = round.result().data();
+  for_each_counted_part(round, offset, pull_slice.size(), [&](std::uint32_t c, std::size_t from, std::size_t n) {
     float* p = pull_slice.data() + (from - offset);
     if (round.delta(c))
-      delta_run(n, p, result.data() + from, alpha);
+      delta_run(n, p, result + from, alpha);
     else
-      pull_run(n, p, fetched.data() + from, result.data() + from, alpha);
-  }
+      pull_run(n, p, fetched + from, result + from, alpha);
+  });
 }
 
 void reduce_chunk(std::size_t n, const float* own, float* const* theirs, std::uint32_t k, std::size_t at, double inv,

@@ -8,7 +8,9 @@
 #   4. times every cuDNN convolution algorithm on the CNN's convolutions, with its error against a direct sum;
 #   5. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node, by the
 #      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence);
-#   6. runs `gridnode demo` with the CNN on the GPU: 4 node processes, the main job as a user runs it.
+#   6. runs `gridnode demo` with the CNN on the GPU: 4 node processes, the main job as a user runs it;
+#   7. builds the Python module for this machine's python3 and runs bench/pytorch_averager.py with the model on
+#      the GPU (the PyTorch front end's host mirror).
 # It ends with a summary of the figures.
 #
 # The machine needs nvcc, cmake, ninja, and a python3 with PyTorch and pip's cuDNN (nvidia-cudnn-*); nothing of
@@ -63,7 +65,8 @@ libs="$deps/usr/lib/$arch:$deps/usr/lib/$arch/openblas-pthread:$deps/lib/$arch"
 export LIBRARY_PATH="$libs${LIBRARY_PATH:+:$LIBRARY_PATH}"
 nvidia_dir() { python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
 cudnn_root=$(nvidia_dir cudnn)
-cmake_args=(-DCMAKE_PREFIX_PATH="$deps/usr" -DCAF_ROOT="$deps/usr")
+# The Python module for this machine's python3, the one with PyTorch and CUDA (step 7).
+cmake_args=(-DCMAKE_PREFIX_PATH="$deps/usr" -DCAF_ROOT="$deps/usr" -DPython_EXECUTABLE="$(command -v python3)")
 if [ -n "$cudnn_root" ]; then
   cmake_args+=(-DCUDNN_ROOT="$cudnn_root")
   libs="$libs:$cudnn_root/lib"
@@ -167,12 +170,25 @@ else
   status=1
 fi
 
+step "the PyTorch front end with the model on the GPU: bench/pytorch_averager.py --device cuda"
+# The MLP example with its parameters on the GPU and the node's memory as their host mirror, 2 processes sharing
+# the GPU, against the same loop without gridtrain; then the time of averager.step() with the mirror's copies.
+if cmake --build "$build" --target gridtrain_python >"$build/python-build.log" 2>&1; then
+  FASHION_MNIST_DIR=$data PYTHONPATH=$build/python python3 bench/pytorch_averager.py --device cuda --nodes 2 \
+    --epochs 3 --repeats 2 | tee "$build/pytorch_averager.txt" || status=1
+else
+  tail -20 "$build/python-build.log"
+  echo "error: the Python module did not build (above; it needs this python3's headers): step skipped"
+  status=1
+fi
+
 step "summary"
 grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/torch_graphs.txt \
   "$build"/cnn_speed256.txt "$build"/torch_speed256.txt "$build"/torch_graphs256.txt 2>/dev/null | grep -v "^ *epoch"
 grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
 grep -h "^node [0-9]*: final test_accuracy" "$build"/demo.txt 2>/dev/null
+grep -h "^throughput\|^step()\|^host mirror" "$build"/pytorch_averager.txt 2>/dev/null
 echo "CUDA module build: $cuda_seconds s"
 [ $status -eq 0 ] && echo "gpu-check: all ran" || echo "gpu-check: something failed (see above)"
 exit $status

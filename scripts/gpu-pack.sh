@@ -27,6 +27,7 @@ packages=(
   # binary) and CURL (push, not linked).
   prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libprometheus-cpp-push1.0
   civetweb libcivetweb-dev libcivetweb1 libcurl4-openssl-dev libcurl4
+  pybind11-dev  # the Python module (header-only), built there for that machine's python3 and its PyTorch
 )
 
 exclude=$(git rev-parse --git-path info/exclude)

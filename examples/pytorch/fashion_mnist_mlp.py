@@ -5,7 +5,7 @@
 (PYTHONPATH=build/python from a build tree; the package python3-gridtrain installs it.) Each node prints one line per
 epoch (its loss, test accuracy, samples/s, tau = steps per elastic update, rounds), then its final test accuracy.
 Alone (python3 examples/pytorch/fashion_mnist_mlp.py) it bootstraps a cluster of one and trains on all the data.
-The data is Debian's dataset-fashion-mnist.
+The data is Debian's dataset-fashion-mnist (or the folder FASHION_MNIST_DIR names).
 
 The gridtrain part is four lines: the Node, the ElasticAverager, averager.step() after optimizer.step(), and
 node.report_epoch() (optional: it feeds `gridnode status`, metrics.csv and /metrics).
@@ -25,7 +25,8 @@ import gridtrain
 import gridtrain.torch
 from gridtrain import launch
 
-DATA = "/usr/share/datasets/fashion-mnist/"
+# Debian's dataset-fashion-mnist, or the folder FASHION_MNIST_DIR names.
+DATA = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist/")
 
 
 def idx(name, offset):
