@@ -2,8 +2,8 @@
 
 1. Throughput: the Fashion-MNIST MLP example (examples/pytorch/fashion_mnist_mlp.py) on NODES processes of this
    machine (python3 -m gridtrain.launch), with the averager, against the same loop without it (--plain: the same
-   processes, shards and steps, no node). samples/s is each node's mean over its epochs after the first; repetitions
-   alternate between the two, and the medians are compared.
+   processes, shards and steps, no node). samples/s is each node's mean over its epochs after the first;
+   repetitions alternate between the two (ABBA), and the medians are compared.
 2. step(): the time of ElasticAverager.step() in a loop of two nodes of this process averaging the same MLP, with
    nothing pending (most steps) and when it applies a round's pull (the pass over the arena).
 3. With --device cuda (where a GPU is): the same with the model on the GPU, and its host mirror's downloads.
@@ -24,6 +24,7 @@ import torch
 
 import gridtrain
 import gridtrain.torch
+from gridtrain import launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "examples", "pytorch", "fashion_mnist_mlp.py")
@@ -31,19 +32,28 @@ CONFIG = os.path.join(HERE, "..", "examples", "pytorch", "cluster.yaml")
 
 
 def throughput(nodes, epochs, device, plain):
-    """The mean over the nodes of each node's mean samples/s over epochs 2.., and the nodes' final accuracies."""
-    args = [sys.executable, "-m", "gridtrain.launch", "--nodes", str(nodes), EXAMPLE, "--epochs", str(epochs),
-            "--device", device] + (["--plain"] if plain else [])
-    out = subprocess.run(args, capture_output=True, text=True, timeout=3600).stdout
+    """The mean over the nodes of each node's mean samples/s over epochs 2.., the nodes' final accuracies, and their
+    last epoch's tau. With the averager, through the launcher; without (--plain: no node, so nothing to launch),
+    the same processes started at once with the launcher's environment (ranks, shards, threads)."""
+    example = [EXAMPLE, "--epochs", str(epochs), "--device", device]
+    if plain:
+        procs = [subprocess.Popen([sys.executable] + example + ["--plain"], text=True, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, env=launch.environment(os.environ, r, nodes, ""))
+                 for r in range(nodes)]
+        out = "".join("".join(f"[node {r}] {line}" for line in p.communicate(timeout=3600)[0].splitlines(True))
+                      for r, p in enumerate(procs))
+    else:
+        out = subprocess.run([sys.executable, "-m", "gridtrain.launch", "--nodes", str(nodes)] + example,
+                             capture_output=True, text=True, timeout=3600).stdout
     rates = {}
     for m in re.finditer(r"\[node (\d+)\] epoch (\d+) .*?samples_per_s (\d+)", out):
         if int(m.group(2)) >= 2:
             rates.setdefault(int(m.group(1)), []).append(float(m.group(3)))
     finals = [float(a) for a in re.findall(r"final test_accuracy ([0-9.]+)", out)]
-    taus = [float(t) for t in re.findall(rf"epoch {epochs} .* tau ([0-9.]+)", out)]
+    taus = [float(t) for t in re.findall(rf"epoch {epochs} .* tau ([0-9.]+|inf)", out)]
     if len(rates) != nodes:
         raise SystemExit(f"error: expected {nodes} nodes' epoch lines, found {len(rates)}:\n{out[-2000:]}")
-    return statistics.mean(statistics.mean(r) for r in rates.values()), finals, taus
+    return statistics.mean(statistics.mean(r) for r in rates.values()), finals, taus or [float("nan")]
 
 
 def mlp(device):
@@ -92,15 +102,22 @@ def main():
           f"{a.nodes} processes, {a.epochs} epochs each on 1/{a.nodes} of Fashion-MNIST")
     on, off = [], []
     for r in range(a.repeats):
-        rate_off, acc_off, _ = throughput(a.nodes, a.epochs, a.device, plain=True)
-        rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False)
+        # Alternating which goes first (ABBA), so that a machine getting slower or faster favours neither.
+        if r % 2 == 0:
+            rate_off, acc_off, _ = throughput(a.nodes, a.epochs, a.device, plain=True)
+            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False)
+        else:
+            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False)
+            rate_off, acc_off, _ = throughput(a.nodes, a.epochs, a.device, plain=True)
         off.append(rate_off)
         on.append(rate_on)
         print(f"  repetition {r + 1}: without {rate_off:8.0f} samples/s per node (accuracy "
               f"{min(acc_off):.4f}-{max(acc_off):.4f}), with the averager {rate_on:8.0f} (accuracy "
               f"{min(acc_on):.4f}-{max(acc_on):.4f}, tau {min(taus):.1f}-{max(taus):.1f}): {rate_on / rate_off:.3f}x")
+    ratios = sorted(x / y for x, y in zip(on, off))
     print(f"throughput: median {statistics.median(on):.0f} samples/s per node with the averager, "
-          f"{statistics.median(off):.0f} without: {statistics.median(on) / statistics.median(off):.3f}x")
+          f"{statistics.median(off):.0f} without: {statistics.median(on) / statistics.median(off):.3f}x; "
+          f"repetition by repetition {', '.join(f'{r:.3f}' for r in ratios)} (median {statistics.median(ratios):.3f})")
     idle, pulled, n_pulled, n, rounds, mirror = step_cost(device, a.step_seconds)
     print(f"step(): median {idle:.1f} us with nothing pending, {pulled:.1f} us applying a pull "
           f"({n_pulled} of {n} steps; {rounds} rounds; MLP, 235,146 floats)")

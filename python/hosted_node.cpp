@@ -94,7 +94,7 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
                   data_plane ? std::function<std::chrono::nanoseconds()>([data_plane] { return data_plane->cpu_time(); })
                              : std::function<std::chrono::nanoseconds()>());
   joined_at_ = last_step_ = Clock::now();
-  epoch_marks_ = {.at = joined_at_, .samples = 0, .steps = 0, .rounds = 0};
+  epoch_marks_ = {};
   std::lock_guard<std::mutex> hold(close_mutex_);
   if (closing_.load()) {
     app::leave(node);
@@ -113,7 +113,7 @@ void HostedNode::wait_for_members(const std::function<bool()>& interrupted) {
   if (stop_waiting())
     throw Failure(app::kInternal, "stopped while waiting for " + std::to_string(wait_members_) + " members");
   // Training starts now: the wait is not part of the first epoch's samples/s.
-  joined_at_ = last_step_ = epoch_marks_.at = Clock::now();
+  joined_at_ = last_step_ = Clock::now();
 }
 
 std::uint64_t HostedNode::id() const { return node_ ? node_->id() : 0; }
@@ -125,8 +125,14 @@ bool HostedNode::step(std::uint64_t samples) {
   if (ended_.load()) throw Failure(app::kInternal, "the node ended unexpectedly: it no longer averages");
   if (!node_) throw Failure(app::kInternal, "step() before the node joined");
   ++steps_;
-  progress_->samples.fetch_add(samples, std::memory_order_relaxed);
+  const std::uint64_t total = progress_->samples.fetch_add(samples, std::memory_order_relaxed) + samples;
   const auto now = Clock::now();
+  if (!epoch_marks_.training) {
+    // The epoch's training starts here (less this one step): what came before was the host's evaluation.
+    epoch_marks_.training = true;
+    epoch_marks_.at = now;
+    epoch_marks_.trained_samples = total;
+  }
   const bool allow = pacing_->active() && pacing_->after_step(steps_, now - last_step_);
   last_step_ = now;
   if (allow)
@@ -142,8 +148,12 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.epoch = figures.epoch;
   r.samples = progress_->samples.load(std::memory_order_relaxed);
   r.time_s = std::chrono::duration<double>(now - joined_at_).count();
-  const double seconds = std::chrono::duration<double>(now - epoch_marks_.at).count();
-  r.samples_per_s = seconds > 0 ? static_cast<double>(r.samples - epoch_marks_.samples) / seconds : 0;
+  // The training rate: from the epoch's first step to its last, as the Trainer's (the host's evaluation since is
+  // not part of it).
+  const double seconds =
+      epoch_marks_.training ? std::chrono::duration<double>(last_step_ - epoch_marks_.at).count() : 0.0;
+  r.samples_per_s =
+      seconds > 0 ? static_cast<double>(r.samples - epoch_marks_.trained_samples) / seconds : 0;
   r.loss = figures.loss;
   r.test_loss = figures.test_loss;
   r.test_accuracy = figures.test_accuracy;
@@ -155,7 +165,9 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   telemetry::tell("epoch", telemetry::progress_line(r), telemetry::epoch_fields(r));
   if (csv_) csv_->write(plan_.name, r);
   if (prometheus_) prometheus_->update(r);
-  epoch_marks_ = {.at = now, .samples = r.samples, .steps = steps_, .rounds = r.rounds};
+  epoch_marks_ = Marks{};
+  epoch_marks_.steps = steps_;
+  epoch_marks_.rounds = r.rounds;
   return r;
 }
 

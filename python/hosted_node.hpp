@@ -158,9 +158,10 @@ class HostedNode {
   Clock::time_point last_step_;
   Clock::time_point joined_at_;
   struct Marks {
-    Clock::time_point at;
-    std::uint64_t samples = 0;
-    std::uint64_t steps = 0;
+    bool training = false;             // a step came since the last report
+    Clock::time_point at;              // the first step since the last report
+    std::uint64_t trained_samples = 0;  // samples trained on by then
+    std::uint64_t steps = 0;           // at the last report
     std::uint64_t rounds = 0;
   } epoch_marks_;
 
