@@ -64,7 +64,7 @@ std::shared_ptr<learner::ParameterStore> HostedNode::make_model(std::vector<lear
 void HostedNode::join(const std::function<bool()>& interrupted) {
   const ReleaseThread release;
   if (!store_) throw Failure(app::kInternal, "join() before make_model(): the node has no model to average");
-  if (node_) throw Failure(app::kInternal, "the node has joined already");
+  if (handle()) throw Failure(app::kInternal, "the node has joined already");
   if (closing_.load()) throw Failure(app::kInternal, "the node was closed");
   auto started = app::start_node(runtime_->runtime(), plan_, {.store = store_, .progress = progress_});
   if (!started) throw_bad_input(started.error());
@@ -100,15 +100,19 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
     app::leave(node);
     throw Failure(app::kInternal, "the node was closed as it joined");
   }
-  node_ = node;
-  upkeep_ = std::thread([this] { upkeep_loop(); });
+  {
+    std::lock_guard<std::mutex> set(node_mutex_);
+    node_ = node;
+  }
+  upkeep_ = std::thread([this, node] { upkeep_loop(node); });
 }
 
 void HostedNode::wait_for_members(const std::function<bool()>& interrupted) {
   const ReleaseThread release;
-  if (!node_) throw Failure(app::kInternal, "wait_for_members() before the node joined");
+  const auto node = handle();
+  if (!node) throw Failure(app::kInternal, "wait_for_members() before the node joined");
   const auto stop_waiting = [&] { return closing_.load() || (interrupted && interrupted()); };
-  if (!app::wait_for_members(*node_, wait_members_, members_at_join_, stop_waiting))
+  if (!app::wait_for_members(*node, wait_members_, members_at_join_, stop_waiting))
     throw Failure(app::kInternal, "the node ended while it waited for " + std::to_string(wait_members_) + " members");
   if (stop_waiting())
     throw Failure(app::kInternal, "stopped while waiting for " + std::to_string(wait_members_) + " members");
@@ -116,14 +120,29 @@ void HostedNode::wait_for_members(const std::function<bool()>& interrupted) {
   joined_at_ = last_step_ = Clock::now();
 }
 
-std::uint64_t HostedNode::id() const { return node_ ? node_->id() : 0; }
-std::string HostedNode::address() const { return node_ ? node_->address() : std::string(); }
+std::optional<actors::NodeHandle> HostedNode::handle() const {
+  std::lock_guard<std::mutex> hold(node_mutex_);
+  return node_;
+}
+
+std::uint64_t HostedNode::id() const {
+  const auto node = handle();
+  return node ? node->id() : 0;
+}
+
+std::string HostedNode::address() const {
+  const auto node = handle();
+  return node ? node->address() : std::string();
+}
 
 bool HostedNode::step(std::uint64_t samples) {
   const ReleaseThread release;
+  // Uncontended but for a close() from another thread, which this waits for and then refuses.
+  std::lock_guard<std::mutex> not_closing(close_mutex_);
   if (closing_.load()) throw Failure(app::kInternal, "the node was closed: it no longer averages");
   if (ended_.load()) throw Failure(app::kInternal, "the node ended unexpectedly: it no longer averages");
-  if (!node_) throw Failure(app::kInternal, "step() before the node joined");
+  const auto node = handle();
+  if (!node) throw Failure(app::kInternal, "step() before the node joined");
   ++steps_;
   const std::uint64_t total = progress_->samples.fetch_add(samples, std::memory_order_relaxed) + samples;
   const auto now = Clock::now();
@@ -136,13 +155,14 @@ bool HostedNode::step(std::uint64_t samples) {
   const bool allow = pacing_->active() && pacing_->after_step(steps_, now - last_step_);
   last_step_ = now;
   if (allow)
-    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node_->allow_rounds(d, 1);
+    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node->allow_rounds(d, 1);
   return allow;
 }
 
 learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   const ReleaseThread release;
-  if (!node_) throw Failure(app::kInternal, "report_epoch() before the node joined");
+  const auto node = handle();
+  if (!node) throw Failure(app::kInternal, "report_epoch() before the node joined");
   const auto now = Clock::now();
   learner::EpochReport r;
   r.epoch = figures.epoch;
@@ -157,7 +177,7 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.loss = figures.loss;
   r.test_loss = figures.test_loss;
   r.test_accuracy = figures.test_accuracy;
-  r.rounds = node_->stats().total().rounds_done;
+  r.rounds = node->stats().total().rounds_done;
   const std::uint64_t rounds = r.rounds - std::min(r.rounds, epoch_marks_.rounds);
   r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
                  : std::numeric_limits<double>::infinity();
@@ -173,21 +193,22 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
 
 actors::NodeStats HostedNode::stats() const {
   const ReleaseThread release;
-  return node_ ? node_->stats() : actors::NodeStats{};
+  const auto node = handle();
+  return node ? node->stats() : actors::NodeStats{};
 }
 
 std::string HostedNode::grid_json() const {
   const ReleaseThread release;
-  if (!node_) throw Failure(app::kInternal, "the node has not joined a cluster");
-  auto view = node_->grid_view();
+  const auto node = handle();
+  if (!node) throw Failure(app::kInternal, "the node has not joined a cluster");
+  auto view = node->grid_view();
   if (!view) throw Failure(app::kInternal, view.error().to_string());
   return telemetry::grid_view_json(view.value());
 }
 
-void HostedNode::upkeep_loop() {
-  app::NodeUpkeep upkeep(*node_, prometheus_.get(),
-                         std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
-  while (!node_->wait_for(kUpkeepEvery)) {
+void HostedNode::upkeep_loop(const actors::NodeHandle& node) {
+  app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
+  while (!node.wait_for(kUpkeepEvery)) {
     if (closing_.load()) return;
     upkeep.tick();
   }
@@ -199,13 +220,16 @@ void HostedNode::upkeep_loop() {
 
 void HostedNode::close() {
   const ReleaseThread release;
+  closing_.store(true);  // first: a call waiting with the node sees it and lets go
   std::lock_guard<std::mutex> once(close_mutex_);
-  closing_.store(true);
   if (upkeep_.joinable()) upkeep_.join();
-  if (node_) {
-    app::leave(*node_);
-    node_.reset();
+  std::optional<actors::NodeHandle> node;
+  {
+    std::lock_guard<std::mutex> take(node_mutex_);
+    node.swap(node_);
   }
+  if (node) app::leave(*node);
+  node.reset();
   // The pacing's clock holds the data plane, whose endpoints hold the node's actors: released first, or the actor
   // system would wait for them for ever.
   pacing_.reset();

@@ -114,7 +114,7 @@ class HostedNode {
   // REQUIRES: joined().
   void wait_for_members(const std::function<bool()>& interrupted = {});
 
-  bool joined() const { return node_.has_value(); }
+  bool joined() const { return handle().has_value(); }
   std::uint64_t id() const;          // 0 before join()
   std::string address() const;       // "" before join()
 
@@ -139,7 +139,9 @@ class HostedNode {
   void close();
 
  private:
-  void upkeep_loop();
+  void upkeep_loop(const actors::NodeHandle& node);
+  // The node, once joined and until closed (a copy: close() may end it on another thread meanwhile).
+  std::optional<actors::NodeHandle> handle() const;
 
   app::RunPlan plan_;
   std::unique_ptr<telemetry::PrometheusMetrics> prometheus_;
@@ -147,7 +149,8 @@ class HostedNode {
   std::optional<RuntimeThread> runtime_;
   std::shared_ptr<learner::ParameterStore> store_;
   std::shared_ptr<learner::TrainingProgress> progress_ = std::make_shared<learner::TrainingProgress>();
-  std::optional<actors::NodeHandle> node_;
+  mutable std::mutex node_mutex_;
+  std::optional<actors::NodeHandle> node_;  // under node_mutex_
   int wait_members_ = 0;
   bool members_at_join_ = true;  // the cluster had wait_members_ members as this node joined
   std::optional<learner::RoundPacing> pacing_;
@@ -167,7 +170,7 @@ class HostedNode {
 
   std::atomic<bool> closing_{false};
   std::atomic<bool> ended_{false};  // the node ended before close()
-  std::mutex close_mutex_;
+  std::mutex close_mutex_;  // held by close() and step(): the pacing and the node are not taken from under a step
   std::thread upkeep_;  // NodeUpkeep's ticks, and the watch for an end nobody asked for
 };
 
