@@ -12,7 +12,7 @@ import torch
 
 import gridtrain
 import gridtrain.torch
-from harness import BUILD, EXAMPLES, GRIDNODE, PYTHON, WORKER, Process, TestCase, run_tests
+from harness import BUILD, EXAMPLES, GRIDNODE, PYTHON, SOURCE, WORKER, Process, TestCase, run_tests
 
 CONFIG = os.path.join(EXAMPLES, "cluster.yaml")
 
@@ -151,6 +151,29 @@ class BadInputTest(TestCase):
                                 overrides={"cluster.token_file": mine}) as friend:
                 gridtrain.torch.ElasticAverager(friend, linear())
                 self.assertEqual(len(a.grid()["nodes"]), 2)
+
+    def test_a_tls_cluster_takes_its_ca_s_nodes_and_refuses_a_node_without_tls(self):
+        certs = os.path.join(self.tmp, "certs")
+        subprocess.run([os.path.join(SOURCE, "scripts", "make-certs.sh"), certs, "a", "b"], check=True,
+                       capture_output=True, timeout=60)
+
+        def tls(name):
+            return {"cluster.tls_certificate": os.path.join(certs, f"{name}.pem"),
+                    "cluster.tls_key": os.path.join(certs, f"{name}.key"), "cluster.tls_ca": os.path.join(certs, "ca.pem")}
+
+        with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=tls("a")) as a:
+            gridtrain.torch.ElasticAverager(a, linear())
+            with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0,
+                                overrides=tls("b")) as b:
+                gridtrain.torch.ElasticAverager(b, linear())
+                self.assertEqual(len(a.grid()["nodes"]), 2)
+            plain = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0)
+            with self.assertRaises(gridtrain.RejectedError) as raised:
+                gridtrain.torch.ElasticAverager(plain, linear())
+            self.assertIn("TLS", str(raised.exception))
+            plain.close()
+        with self.assertRaisesRegex(gridtrain.ConfigError, "cluster.tls_"):
+            gridtrain.Node(CONFIG, listen="127.0.0.1:0", overrides={"cluster.tls_ca": os.path.join(certs, "ca.pem")})
 
 
 if __name__ == "__main__":
