@@ -461,6 +461,9 @@ typename Inspector::result_type inspect(Inspector& f, NodeStats& x) {
 // -- atoms (requests and signals without a body) -----------------------------------------------------------------
 
 using grid_view_atom = caf::atom_constant<caf::atom("gridview")>;  // -> GridView (Node, GridMaster)
+// Node: -> std::vector<std::uint64_t>, the ids of its last GridState's members, ascending. Answered from what the
+// node holds, without asking the GridMaster; asked in-process only (NodeHandle::members).
+using members_atom = caf::atom_constant<caf::atom("members")>;
 // -> NodeStats (Node) / DimensionStats (DimensionNode) / JoinStats (GridMaster)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave

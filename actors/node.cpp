@@ -899,6 +899,12 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
                                      : "not in a cluster");
         return self->delegate(self->state.grid_master, grid_view_atom::value);
       },
+      [self](members_atom) {
+        std::vector<std::uint64_t> ids;
+        if (const GridState* grid = self->state.grid())
+          for (const auto& m : grid->members) ids.push_back(m.place.node_id);
+        return ids;
+      },
       [self](outcome_atom) -> caf::result<JoinOutcome> {
         auto& s = self->state;
         if (s.outcome.result != JoinResult::pending) return s.outcome;

@@ -59,6 +59,17 @@ void NodeHandle::allow_rounds(std::uint32_t dim, std::uint64_t rounds) const {
   caf::anon_send(node_, allow_rounds_atom::value, dim, rounds);
 }
 
+Result<std::vector<std::uint64_t>> NodeHandle::members(std::chrono::milliseconds timeout) const {
+  caf::scoped_actor self{*system_};
+  std::optional<std::vector<std::uint64_t>> ids;
+  std::string failure = "no answer";
+  self->request(node_, timeout, members_atom::value)
+      .receive([&](std::vector<std::uint64_t>& x) { ids = std::move(x); },
+               [&](caf::error& e) { failure = system_->render(e); });
+  if (ids) return std::move(*ids);
+  return Error{.message = "the node did not say its cluster's members: " + failure};
+}
+
 Result<GridView> NodeHandle::grid_view(std::chrono::milliseconds timeout) const {
   return query_grid_view(*system_, node_, timeout);
 }

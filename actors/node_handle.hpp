@@ -97,6 +97,11 @@ class NodeHandle {
   // answer within `timeout`.
   Result<GridView> grid_view(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
 
+  // The members of the cluster as this node last heard from its GridMaster (its GridState: refreshed with its
+  // reports), ids ascending; empty before it joined. Answered by the node itself, so it does not wait on a
+  // GridMaster that is being elected. Error: no answer within `timeout` (the node ended, or is stalled).
+  Result<std::vector<std::uint64_t>> members(std::chrono::milliseconds timeout = std::chrono::seconds(5)) const;
+
   // Warm start (actors/warm_start.hpp): copies the model of a member of the cluster into this node's store, a
   // member that shares a line with it if there is one. The member's id, or nullopt when this node is alone (there
   // is nothing to copy). On an error the store is unchanged.

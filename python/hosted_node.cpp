@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <future>
 #include <limits>
 
@@ -13,6 +14,8 @@ namespace gridtrain::python {
 namespace {
 
 constexpr auto kUpkeepEvery = std::chrono::milliseconds(100);
+// How often the upkeep reads the node's members and rounds for data_shard() and report_epoch().
+constexpr auto kRefreshEvery = std::chrono::milliseconds(500);
 
 [[noreturn]] void throw_bad_input(const Error& error) { throw Failure(app::kBadInput, error.to_string()); }
 
@@ -100,6 +103,7 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
     app::leave(node);
     throw Failure(app::kInternal, "the node was closed as it joined");
   }
+  refresh(node);
   {
     std::lock_guard<std::mutex> set(node_mutex_);
     node_ = node;
@@ -177,7 +181,12 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.loss = figures.loss;
   r.test_loss = figures.test_loss;
   r.test_accuracy = figures.test_accuracy;
-  r.rounds = node->stats().total().rounds_done;
+  {
+    // As the upkeep last read them (at most kRefreshEvery ago): asking the node here would hold the training loop
+    // for as long as a node busy with a failover takes to answer.
+    std::lock_guard<std::mutex> hold(cache_mutex_);
+    r.rounds = rounds_done_;
+  }
   const std::uint64_t rounds = r.rounds - std::min(r.rounds, epoch_marks_.rounds);
   r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
                  : std::numeric_limits<double>::infinity();
@@ -208,14 +217,36 @@ std::string HostedNode::grid_json() const {
 
 void HostedNode::upkeep_loop(const actors::NodeHandle& node) {
   app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
+  auto refreshed = Clock::now();
   while (!node.wait_for(kUpkeepEvery)) {
     if (closing_.load()) return;
     upkeep.tick();
+    if (Clock::now() - refreshed >= kRefreshEvery) {
+      refresh(node);
+      refreshed = Clock::now();
+    }
   }
   if (!closing_.load()) {
     ended_.store(true);
     spdlog::error("the node ended unexpectedly: it no longer averages");
   }
+}
+
+void HostedNode::refresh(const actors::NodeHandle& node) {
+  auto members = node.members();
+  const std::uint64_t rounds = node.stats().total().rounds_done;
+  std::lock_guard<std::mutex> hold(cache_mutex_);
+  if (members) members_ = std::move(members).value();
+  rounds_done_ = std::max(rounds_done_, rounds);
+}
+
+std::pair<std::size_t, std::size_t> HostedNode::data_shard() const {
+  const std::uint64_t self = id();
+  std::lock_guard<std::mutex> hold(cache_mutex_);
+  const auto it = std::find(members_.begin(), members_.end(), self);
+  if (self == 0 || it == members_.end())
+    throw Failure(app::kInternal, "this node is not among its cluster's members now");
+  return {static_cast<std::size_t>(it - members_.begin()), members_.size()};
 }
 
 void HostedNode::close() {

@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "actors/runtime.hpp"
@@ -126,8 +127,15 @@ class HostedNode {
 
   // One epoch's figures: the `epoch` event (its progress line or JSON fields), the metrics CSV row
   // (metrics.csv), the Prometheus gauges and the test accuracy of the node's reports (gridnode status). The node
-  // adds samples, samples/s, τ and rounds since the last report. REQUIRES: joined().
+  // adds samples, samples/s, τ and rounds since the last report (rounds as read at most 500 ms ago). Never waits on
+  // the cluster. REQUIRES: joined().
   learner::EpochReport report_epoch(const EpochFigures& figures);
+
+  // This node's place among the cluster's members, ordered by id, and their number: for a host that cuts its data
+  // into one shard per member, again each epoch, so that the members cover all of it as they come and go. As the
+  // node last heard (its GridState, read every 500 ms in the background): never waits, also not while the cluster
+  // elects a GridMaster. Throws Failure (1) when this node is not among them (not joined, or not in a cluster now).
+  std::pair<std::size_t, std::size_t> data_shard() const;
 
   // The node's counters (NodeHandle::stats()); zeros before join().
   actors::NodeStats stats() const;
@@ -140,6 +148,8 @@ class HostedNode {
 
  private:
   void upkeep_loop(const actors::NodeHandle& node);
+  // Reads the node's members and rounds into the cache (the upkeep's thread, and join()).
+  void refresh(const actors::NodeHandle& node);
   // The node, once joined and until closed (a copy: close() may end it on another thread meanwhile).
   std::optional<actors::NodeHandle> handle() const;
 
@@ -167,6 +177,10 @@ class HostedNode {
     std::uint64_t steps = 0;           // at the last report
     std::uint64_t rounds = 0;
   } epoch_marks_;
+
+  mutable std::mutex cache_mutex_;
+  std::vector<std::uint64_t> members_;  // under cache_mutex_: the node's members, ascending
+  std::uint64_t rounds_done_ = 0;       // under cache_mutex_
 
   std::atomic<bool> closing_{false};
   std::atomic<bool> ended_{false};  // the node ended before close()

@@ -256,6 +256,8 @@ Exported through the buffer protocol (writable): torch.frombuffer(model, dtype=t
             return out;
           },
           "The node's counters: rounds done (in all and per dimension), bytes sent and received.")
+      .def("data_shard", &HostedNode::data_shard, py::call_guard<py::gil_scoped_release>(),
+           "(index, count): this node's place among the cluster's members, by id, and their number.")
       .def("grid_json", &HostedNode::grid_json, py::call_guard<py::gil_scoped_release>(),
            "The live grid as `gridnode status --json` prints it.")
       .def("close", &HostedNode::close, py::call_guard<py::gil_scoped_release>(), "Leaves the cluster cleanly.")

@@ -1,4 +1,5 @@
-"""The Fashion-MNIST MLP (784-256-128-10) in PyTorch, averaged by gridtrain: each node trains on its shard.
+"""The Fashion-MNIST MLP (784-256-128-10) in PyTorch, averaged by gridtrain: each node trains on its shard, one
+shard per member of the cluster, cut again each epoch as members come and go.
 
     python3 -m gridtrain.launch --nodes 4 examples/pytorch/fashion_mnist_mlp.py --epochs 5
 
@@ -62,43 +63,54 @@ def main():
     if a.lr is None:
         a.lr = 0.02 * nodes
 
+    device = torch.device(a.device)
     xtr, ytr = load("train")
     xte, yte = load("t10k")
-    shard = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(0))[rank::nodes]
-    device = torch.device(a.device)
-    xtr, ytr = xtr[shard].to(device), ytr[shard].to(device)
-    xte, yte = xte.to(device), yte.to(device)
+    xtr, ytr, xte, yte = xtr.to(device), ytr.to(device), xte.to(device), yte.to(device)
+    order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(0)).to(device)
 
     torch.manual_seed(a.seed)
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
                                 torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=1e-4)
-    steps_per_epoch = len(xtr) // a.batch
-    total_steps = a.epochs * steps_per_epoch
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer,
-                                                 lambda s: 0.5 * (1 + math.cos(math.pi * min(s, total_steps) / total_steps)))
     start_epoch = 0
     saved = torch.load(a.checkpoint, map_location=device) if a.checkpoint and os.path.exists(a.checkpoint) else None
     if saved:
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
-        schedule.load_state_dict(saved["schedule"])
         start_epoch = saved["epoch"]
+
+    place = [rank, nodes]
+
+    def my_shard(node):
+        """This node's part of the training set for the next epoch. With a cluster, one part per member as it is
+        now: when a node dies the others share its part, and a node that comes back takes one again."""
+        if node:
+            try:
+                place[:] = node.data_shard()
+            except gridtrain.NodeError:
+                pass  # cut off from the cluster just now: the part it had
+        return order[place[0]::place[1]]
 
     def train(averager=None, node=None):
         loss_fn = torch.nn.CrossEntropyLoss()
         accuracy = 0.0
         for epoch in range(start_epoch, a.epochs):
-            order = torch.randperm(len(xtr), device=device)
+            shard = my_shard(node)
+            shard = shard[torch.randperm(len(shard), device=device)]
+            steps = len(shard) // a.batch
             loss_sum = 0.0
             started = time.perf_counter()
-            for i in range(0, steps_per_epoch * a.batch, a.batch):
-                j = order[i:i + a.batch]
+            for step in range(steps):
+                # The learning rate follows a cosine over the epochs, by where this step is in its epoch.
+                progress = (epoch + step / steps) / a.epochs
+                for group in optimizer.param_groups:
+                    group["lr"] = a.lr * 0.5 * (1 + math.cos(math.pi * progress))
+                j = shard[step * a.batch:(step + 1) * a.batch]
                 optimizer.zero_grad(set_to_none=True)
                 loss = loss_fn(model(xtr[j]), ytr[j])
                 loss.backward()
                 optimizer.step()
-                schedule.step()
                 if averager:
                     averager.step(samples=len(j))  # the rounds' pulls since the last step, applied here
                 loss_sum += loss.detach()
@@ -107,15 +119,14 @@ def main():
                 out = model(xte)
                 test_loss = loss_fn(out, yte).item()
                 accuracy = (out.argmax(1) == yte).float().mean().item()
-            loss = loss_sum.item() / steps_per_epoch
+            loss = loss_sum.item() / steps
             if node:  # the node's epoch line (with tau and rounds), metrics.csv, /metrics and gridnode status
                 node.report_epoch(epoch + 1, loss=loss, test_loss=test_loss, test_accuracy=accuracy)
             else:
-                print(f"epoch {epoch + 1} samples_per_s {steps_per_epoch * a.batch / trained:.0f} loss {loss:.4f} "
+                print(f"epoch {epoch + 1} samples_per_s {steps * a.batch / trained:.0f} loss {loss:.4f} "
                       f"test_accuracy {accuracy:.4f}", flush=True)
             if a.checkpoint:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "schedule": schedule.state_dict(), "epoch": epoch + 1,
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
                             "averager": averager.state_dict() if averager else None}, a.checkpoint + ".part")
                 os.replace(a.checkpoint + ".part", a.checkpoint)
         return accuracy

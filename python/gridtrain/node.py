@@ -133,6 +133,15 @@ class Node:
         """The live grid, as `gridnode status --json` prints it (a dict)."""
         return json.loads(self._core.grid_json())
 
+    def data_shard(self):
+        """(index, count): this node's place among the cluster's members now (ordered by id), and how many there
+        are. Cutting the data into `count` parts and taking part `index`, again each epoch, the members always
+        cover all of it: when a node dies the others share its part, and a node that joins takes one. Members
+        asked at slightly different times may see different counts for an epoch. Never waits: it is what the node
+        last heard from its GridMaster (at most half a second ago), also while the cluster elects a new one.
+        Raises gridtrain.NodeError when this node is not among the members (not joined, or cut off now)."""
+        return self._core.data_shard()
+
     def report_epoch(self, epoch, loss=0.0, test_loss=0.0, test_accuracy=-1.0):
         """Reports an epoch as gridnode does: its `epoch` line (or JSON event), a metrics.csv row, the Prometheus
         gauges, and the test accuracy `gridnode status` shows. Returns the report (samples, samples_per_s, tau,

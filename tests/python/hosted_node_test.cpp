@@ -88,7 +88,21 @@ TEST_CASE("two hosted nodes average a deferred store, which moves only where the
   CHECK(a_model[0] == doctest::Approx(5.0f).epsilon(1e-3));
   CHECK(b_model[66] == doctest::Approx(5.0f).epsilon(1e-3));
   CHECK(a.stats().total().rounds_done > 0);
+  // One shard per member, by id: the two nodes take the two parts (as each heard of the other: within a refresh).
+  const auto both = std::chrono::steady_clock::now() + 10s;
+  while ((a.data_shard().second != 2 || b.data_shard().second != 2) && std::chrono::steady_clock::now() < both)
+    std::this_thread::sleep_for(50ms);
+  const auto [a_index, a_count] = a.data_shard();
+  const auto [b_index, b_count] = b.data_shard();
+  CHECK(a_count == 2);
+  CHECK(b_count == 2);
+  CHECK(a_index + b_index == 1);
+  CHECK((a_index == 0) == (a.id() < b.id()));
   b.close();
+  CHECK(failure_code([&] { b.data_shard(); }) == 1);
+  const auto shrunk = std::chrono::steady_clock::now() + 10s;  // a hears of b's leave with its next state
+  while (a.data_shard().second != 1 && std::chrono::steady_clock::now() < shrunk) std::this_thread::sleep_for(50ms);
+  CHECK(a.data_shard() == std::pair<std::size_t, std::size_t>{0, 1});
   a.close();
 }
 

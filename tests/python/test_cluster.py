@@ -93,9 +93,12 @@ class ClusterTest(TestCase):
         checkpoint = os.path.join(run.tmp, "rank2.pt")
         run.start()
         self.assertIsNotNone(run.ranks[2].wait_for_line(r"^epoch 1 ", 200), run.ranks[2].output())
+        deadline = time.monotonic() + 60  # the example saves its checkpoint after the epoch's line
+        while not os.path.exists(checkpoint):
+            self.assertLess(time.monotonic(), deadline, "rank 2 wrote no checkpoint after its first epoch")
+            time.sleep(0.05)
         run.ranks[2].stop(signal.SIGKILL)
         killed = run.ranks[2]
-        self.assertTrue(os.path.exists(checkpoint))
         restarted = run.start_rank(2)
         self.assertIsNotNone(restarted.wait_for_line(r"warm start: copied the model of node", 60), restarted.output())
         codes = run.wait(timeout=400)
@@ -106,9 +109,9 @@ class ClusterTest(TestCase):
 
     def test_the_others_finish_when_the_node_hosting_the_grid_master_is_killed(self):
         run = ClusterRun(MLP, 4, ["--epochs", str(EPOCHS)]).start()
-        # After 2 of the 5 epochs: the survivors never see rank 0's quarter of the data again (killed after its
-        # first epoch, the survivors ended 0.99 and 1.06 points below one process in two runs).
-        self.assertIsNotNone(run.ranks[0].wait_for_line(r"^epoch 2 ", 200), run.ranks[0].output())
+        # After its first epoch: the survivors share its part of the data from their next epoch on (the example
+        # cuts one shard per member, each epoch).
+        self.assertIsNotNone(run.ranks[0].wait_for_line(r"^epoch 1 ", 200), run.ranks[0].output())
         run.ranks[0].stop(signal.SIGKILL)  # rank 0 bootstrapped the cluster: it hosts the GridMaster
         survivors = [1, 2, 3]
         for r in survivors:
