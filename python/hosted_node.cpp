@@ -120,6 +120,17 @@ void HostedNode::wait_for_members(const std::function<bool()>& interrupted) {
     throw Failure(app::kInternal, "the node ended while it waited for " + std::to_string(wait_members_) + " members");
   if (stop_waiting())
     throw Failure(app::kInternal, "stopped while waiting for " + std::to_string(wait_members_) + " members");
+  // The first data_shard() must count every member waited for: the background read may be up to half a second
+  // old, and a node that saw fewer would take a larger part of the first epoch and lag the others from then on.
+  // The node's own GridState hears of the last join shortly after the GridMaster's view, hence the short poll.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  do {
+    refresh(*node);
+    {
+      std::lock_guard<std::mutex> hold(cache_mutex_);
+      if (static_cast<int>(members_.size()) >= wait_members_) break;
+    }
+  } while (Clock::now() < deadline && !stop_waiting() && !node->wait_for(std::chrono::milliseconds(20)));
   // Training starts now: the wait is not part of the first epoch's samples/s.
   joined_at_ = last_step_ = Clock::now();
 }

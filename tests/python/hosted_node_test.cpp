@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "tests/config/temp_dir.hpp"
 
@@ -104,6 +106,40 @@ TEST_CASE("two hosted nodes average a deferred store, which moves only where the
   while (a.data_shard().second != 1 && std::chrono::steady_clock::now() < shrunk) std::this_thread::sleep_for(50ms);
   CHECK(a.data_shard() == std::pair<std::size_t, std::size_t>{0, 1});
   a.close();
+}
+
+TEST_CASE("after wait_for_members, the first data_shard() counts every member waited for") {
+  // Three nodes wait for three: each must cut the first epoch in three at once, not after its next background
+  // read, or the one that saw fewer takes a larger part and lags the others for the rest of the run.
+  TempDir dir;
+  const std::string config = dir.write("cluster.yaml", kConfig).string();
+  std::vector<std::unique_ptr<HostedNode>> nodes;
+  std::vector<std::thread> waiting;
+  std::vector<std::pair<std::size_t, std::size_t>> shards(3);
+  std::vector<int> codes(3, -1);
+  for (int i = 0; i < 3; ++i) {
+    auto args = args_for(config, i == 0 ? "" : nodes[0]->address());
+    args.wait_members = 3;
+    nodes.push_back(std::make_unique<HostedNode>(args));
+    nodes.back()->make_model({{"w", {16}}});
+    nodes.back()->join();
+    waiting.emplace_back([&, i] {
+      codes[i] = failure_code([&] {
+        nodes[i]->wait_for_members({});
+        shards[i] = nodes[i]->data_shard();
+      });
+    });
+  }
+  for (auto& t : waiting) t.join();
+  std::vector<std::size_t> indexes;
+  for (int i = 0; i < 3; ++i) {
+    CHECK(codes[i] == 0);
+    CHECK(shards[i].second == 3);
+    indexes.push_back(shards[i].first);
+  }
+  std::sort(indexes.begin(), indexes.end());
+  CHECK(indexes == std::vector<std::size_t>{0, 1, 2});
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) (*it)->close();  // the GridMaster's last
 }
 
 TEST_CASE("another model is refused with exit code 3; a node closed from another thread ends at once") {
