@@ -31,7 +31,7 @@ EXAMPLE = os.path.join(HERE, "..", "examples", "pytorch", "fashion_mnist_mlp.py"
 CONFIG = os.path.join(HERE, "..", "examples", "pytorch", "cluster.yaml")
 
 
-def throughput(nodes, epochs, device, plain):
+def throughput(nodes, epochs, device, plain, settings=()):
     """The mean over the nodes of each node's mean samples/s over epochs 2.., the nodes' final accuracies, and their
     last epoch's tau. With the averager, through the launcher; without (--plain: no node, so nothing to launch),
     the same processes started at once with the launcher's environment (ranks, shards, threads)."""
@@ -43,7 +43,8 @@ def throughput(nodes, epochs, device, plain):
         out = "".join("".join(f"[node {r}] {line}" for line in p.communicate(timeout=3600)[0].splitlines(True))
                       for r, p in enumerate(procs))
     else:
-        out = subprocess.run([sys.executable, "-m", "gridtrain.launch", "--nodes", str(nodes)] + example,
+        sets = [arg for kv in settings for arg in ("--set", kv)]
+        out = subprocess.run([sys.executable, "-m", "gridtrain.launch", "--nodes", str(nodes)] + example + sets,
                              capture_output=True, text=True, timeout=3600).stdout
     rates = {}
     for m in re.finditer(r"\[node (\d+)\] epoch (\d+) .*?samples_per_s (\d+)", out):
@@ -93,21 +94,24 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--device", default="cpu")
     p.add_argument("--step-seconds", type=float, default=10)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a config override for the nodes with the averager (e.g. allreduce.cpu_share=0.1)")
     a = p.parse_args()
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         print("skipped: --device cuda, and this machine's PyTorch sees no GPU")
         return 0
     print(f"pytorch_averager: torch {torch.__version__}, {os.cpu_count()} cores, device {device}, "
-          f"{a.nodes} processes, {a.epochs} epochs each on 1/{a.nodes} of Fashion-MNIST")
+          f"{a.nodes} processes, {a.epochs} epochs each on 1/{a.nodes} of Fashion-MNIST"
+          + (f", with {' '.join(a.set)}" if a.set else ""))
     on, off = [], []
     for r in range(a.repeats):
         # Alternating which goes first (ABBA), so that a machine getting slower or faster favours neither.
         if r % 2 == 0:
             rate_off, acc_off, _ = throughput(a.nodes, a.epochs, a.device, plain=True)
-            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False)
+            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False, settings=a.set)
         else:
-            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False)
+            rate_on, acc_on, taus = throughput(a.nodes, a.epochs, a.device, plain=False, settings=a.set)
             rate_off, acc_off, _ = throughput(a.nodes, a.epochs, a.device, plain=True)
         off.append(rate_off)
         on.append(rate_on)

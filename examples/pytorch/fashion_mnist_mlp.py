@@ -67,7 +67,6 @@ def main():
     xtr, ytr = load("train")
     xte, yte = load("t10k")
     xtr, ytr, xte, yte = xtr.to(device), ytr.to(device), xte.to(device), yte.to(device)
-    order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(0)).to(device)
 
     torch.manual_seed(a.seed)
     model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
@@ -82,21 +81,24 @@ def main():
 
     place = [rank, nodes]
 
-    def my_shard(node):
-        """This node's part of the training set for the next epoch. With a cluster, one part per member as it is
-        now: when a node dies the others share its part, and a node that comes back takes one again."""
+    def my_shard(node, epoch):
+        """This node's part of the training set for this epoch. With a cluster, one part per member as it is
+        now: when a node dies the others share its part, and a node that comes back takes one again. The parts are
+        cut from a shuffle of all the data that every node draws alike (seeded by the epoch), as PyTorch's
+        DistributedSampler does after set_epoch()."""
         if node:
             try:
                 place[:] = node.data_shard()
             except gridtrain.NodeError:
                 pass  # cut off from the cluster just now: the part it had
+        order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(epoch)).to(device)
         return order[place[0]::place[1]]
 
     def train(averager=None, node=None):
         loss_fn = torch.nn.CrossEntropyLoss()
         accuracy = 0.0
         for epoch in range(start_epoch, a.epochs):
-            shard = my_shard(node)
+            shard = my_shard(node, epoch)
             shard = shard[torch.randperm(len(shard), device=device)]
             steps = len(shard) // a.batch
             loss_sum = 0.0
