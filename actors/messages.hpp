@@ -40,7 +40,7 @@ typename Inspector::result_type inspect(Inspector& f, RoundKey& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RoundConfig& x) {
   return f(caf::meta::type_name("round_config"), x.reduce_threshold, x.complete_threshold, x.advance_threshold,
-           x.quorum, x.quorum_timeout_ms, x.max_chunk_floats, x.elastic_rate);
+           x.quorum, x.quorum_timeout_ms, x.max_chunk_floats, x.elastic_rate, x.outer, x.outer_rate, x.outer_momentum);
 }
 
 }  // namespace gridtrain::allreduce
@@ -49,7 +49,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 7;
+inline constexpr std::uint32_t protocol_version = 8;  // 8: RoundConfig's outer optimizer
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.

@@ -36,7 +36,9 @@ Round::Round(RoundKey key, Partition partition, std::uint32_t self, const RoundC
 void Round::configure(std::uint32_t self, const RoundConfig& config) {
   self_ = self;
   mode_ = config.quorum;
-  deltas_ = config.elastic_rate != 1.0;
+  // The owner sends each peer its delta (mean - its values) for the elastic update at α < 1, which adds α·delta;
+  // the outer step needs the mean itself.
+  deltas_ = config.outer == OuterMode::elastic && config.elastic_rate != 1.0;
   reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
   complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
   block_ = partition_.block(self);

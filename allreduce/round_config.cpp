@@ -33,6 +33,13 @@ Status validate(const RoundConfig& c) {
   if (!kChunkFloatsRange.contains(c.max_chunk_floats))
     return out_of_range("max_chunk_floats", "an integer " + kChunkFloatsRange.describe(),
                         std::to_string(c.max_chunk_floats));
+  if (c.outer != OuterMode::elastic && c.outer != OuterMode::nesterov)
+    return out_of_range("outer", "elastic or nesterov", std::to_string(static_cast<int>(c.outer)));
+  if (!kOuterRateRange.contains(c.outer_rate))
+    return out_of_range("outer_rate", "a number " + kOuterRateRange.describe(), format_number(c.outer_rate));
+  if (!kOuterMomentumRange.contains(c.outer_momentum))
+    return out_of_range("outer_momentum", "a number " + kOuterMomentumRange.describe(),
+                        format_number(c.outer_momentum));
   return {};
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "allreduce/outer_step.hpp"
 #include "allreduce/quorum.hpp"
 #include "base/range.hpp"
 #include "base/result.hpp"
@@ -22,6 +23,16 @@ inline constexpr IntRange kQuorumTimeoutRange{0, std::numeric_limits<int>::max()
 // k, the rounds a line may have in flight (BIDMach: 3). Each one is a Worker holding O(N) floats on every
 // member, so k is bounded.
 inline constexpr IntRange kRoundsInFlightRange{1, 16};
+// The outer step's rate: above 0; at most 2, beyond which it overshoots the mean by more than it moved.
+inline constexpr NumberRange kOuterRateRange{0, 2, true, false};
+// The outer momentum: [0, 1), as any momentum.
+inline constexpr NumberRange kOuterMomentumRange{0, 1, false, true};
+
+// What a node does with a round's mean (allreduce/elastic_update.hpp, allreduce/outer_step.hpp).
+enum class OuterMode : std::uint8_t {
+  elastic,   // m <- m + α·(mean - fetched)
+  nesterov,  // DiLoCo's outer step: SGD with Nesterov momentum on the pseudo-gradient (outer - mean)
+};
 
 // The defaults serve a user whose nodes may be slow or stall: timeout quorum waits for every peer, so a healthy
 // line averages exactly as with θ = 1; a peer that has not answered within quorum_timeout_ms is left out of that
@@ -38,6 +49,11 @@ struct RoundConfig {
   // 64 MB between 2 processes it moved 1.14–1.18 GB/s against 0.92–1.07 with 65,536, and no size did worse.
   std::uint32_t max_chunk_floats = 262144;
   double elastic_rate = 0.3;               // α: m <- m + α·(mean - fetched)
+  OuterMode outer = OuterMode::elastic;
+  double outer_rate = 0.7;      // nesterov: η (DiLoCo's 0.7)
+  double outer_momentum = 0.9;  // nesterov: μ (DiLoCo's 0.9)
+
+  OuterRates outer_rates() const { return {static_cast<float>(outer_rate), static_cast<float>(outer_momentum)}; }
 
   bool operator==(const RoundConfig&) const = default;
 };

@@ -119,6 +119,12 @@ Result<Training> prepare_training(const RunPlan& plan, const RunArgs& args) {
   return t;
 }
 
+// The learner's view of the cluster's size (learner.optimizer.scale_with_nodes), from the node's own GridState.
+void tell_cluster_size(const actors::NodeHandle& node, learner::Learner& learner) {
+  if (auto members = node.members(std::chrono::seconds(1)); members && !members.value().empty())
+    learner.set_cluster_size(static_cast<int>(members.value().size()));
+}
+
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
                                                 std::shared_ptr<dataplane::Service> data_plane,
@@ -157,17 +163,24 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
                    {"parameters", l.model().parameter_count()},
                    {"samples", l.train_set().count},
                    {"batch", l.config().batch}});
+  tell_cluster_size(node, *training.learner);  // before the first step, for a scaled learning rate
   auto trainer = std::make_unique<learner::Trainer>(std::move(setup));
   trainer->start();
   return trainer;
 }
 
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
-int serve(const actors::NodeHandle& node, learner::Trainer* trainer, telemetry::PrometheusMetrics* prometheus,
-          std::chrono::milliseconds connection_timeout) {
+int serve(const actors::NodeHandle& node, learner::Trainer* trainer, learner::Learner* learner,
+          telemetry::PrometheusMetrics* prometheus, std::chrono::milliseconds connection_timeout) {
+  constexpr auto kMembersEvery = std::chrono::milliseconds(500);
   NodeUpkeep upkeep(node, prometheus, connection_timeout);
+  auto members_read = std::chrono::steady_clock::now();
   while (!node.wait_for(std::chrono::milliseconds(100))) {
     upkeep.tick();
+    if (learner && std::chrono::steady_clock::now() - members_read >= kMembersEvery) {
+      tell_cluster_size(node, *learner);
+      members_read = std::chrono::steady_clock::now();
+    }
     if (stop_signal.load()) {
       spdlog::info("signal {}: leaving the cluster", stop_signal.load());
       if (trainer) trainer->stop(), trainer->join();
@@ -277,7 +290,7 @@ int run(const RunArgs& args) {
 
   std::unique_ptr<learner::Trainer> trainer;
   if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
-  const int code = serve(node, trainer.get(), prometheus.value().get(),
+  const int code = serve(node, trainer.get(), training ? training->learner.get() : nullptr, prometheus.value().get(),
                          std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
   shutdown_limit.set_code(code);
   return code;

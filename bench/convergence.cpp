@@ -58,6 +58,8 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
       std::fprintf(stderr, "error: %s\n", created.error().to_string().c_str());
       std::exit(2);
     }
+    // As gridnode's node tells its learner (learner.optimizer.scale_with_nodes): the cluster's size, when it averages.
+    if (alpha > 0) created.value()->set_cluster_size(nodes);
     learners.push_back(std::move(created.value()));
   }
   std::unique_ptr<actors::Runtime> runtime;
@@ -179,14 +181,20 @@ int main(int argc, char** argv) {
   if (wants("elastic")) results["elastic"] = run_cluster(cluster, "elastic", nodes, 0.3, train.value(), test.value());
   if (wants("off")) results["off"] = run_cluster(cluster, "off", nodes, 0, train.value(), test.value());
   if (wants("async")) results["async"] = run_cluster(cluster, "async", nodes, 1.0, train.value(), test.value());
+  if (wants("nesterov")) {
+    config::Config outer = cluster;
+    outer.allreduce.outer = allreduce::OuterMode::nesterov;
+    results["nesterov"] = run_cluster(outer, "nesterov", nodes, 1.0, train.value(), test.value());
+  }
 
   std::printf("\ntest accuracy after %d epochs of 60000 samples in all (cluster: %d nodes, %d epochs of 1/%d each)\n",
               epochs, nodes, epochs, nodes);
   if (single >= 0) std::printf("%-28s %.4f\n", "single node", single);
   const std::map<std::string, std::string> names{{"elastic", "elastic a=0.3 theta=1"},
                                                  {"off", "averaging off"},
-                                                 {"async", "async averaging a=1"}};
-  for (const auto& m : {"elastic", "off", "async"}) {
+                                                 {"async", "async averaging a=1"},
+                                                 {"nesterov", "nesterov outer step"}};
+  for (const auto& m : {"elastic", "off", "async", "nesterov"}) {
     if (!results.count(m)) continue;
     std::printf("%-28s", names.at(m).c_str());
     for (const auto& r : results[m]) std::printf(" %.4f", r.accuracy);

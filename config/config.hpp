@@ -94,6 +94,8 @@ struct OptimizerConfig {
   Schedule schedule = Schedule::constant;
   int step_every_epochs = 0;  // for Schedule::step
   double step_gamma = 0;      // for Schedule::step, in (0, 1]
+  NodeScaling scale_with_nodes = NodeScaling::none;  // the rate times 1, N or sqrt(N), N the cluster's size
+  double warmup_epochs = 0;  // the scaled rate reached over these first epochs, from the unscaled one; >= 0
 
   bool operator==(const OptimizerConfig&) const = default;
 };

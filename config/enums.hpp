@@ -7,10 +7,13 @@
 #include <string_view>
 
 #include "allreduce/quorum.hpp"
+#include "allreduce/round_config.hpp"
 
 namespace gridtrain::config {
 
-// The quorum mode's home is the allreduce (allreduce/quorum.hpp); the config only spells it.
+// The quorum and outer modes live with the allreduce (allreduce/quorum.hpp, round_config.hpp); the config only spells
+// them.
+using allreduce::OuterMode;
 using allreduce::QuorumMode;
 // model: gridnode trains learner.model; probe: a vector to average (learner/probe.hpp); external: the model belongs to
 // the process that hosts the node (the PyTorch front end), and the learner and data sections are not used.
@@ -18,6 +21,10 @@ enum class LearnerKind { model, probe, external };
 enum class Device { automatic, cpu, cuda };
 enum class OptimizerKind { sgd, momentum };
 enum class Schedule { constant, step, cosine };
+// How the learning rate grows with the cluster's size N (learner.optimizer.scale_with_nodes): N nodes that average
+// closely train like one learner with an N times larger batch, which wants a larger rate (Goyal et al. 2017: linear,
+// with a warm-up).
+enum class NodeScaling { none, linear, sqrt };
 enum class ShardMode { node, none };
 enum class ShardMethod { contiguous, permutation };
 enum class LogFormat { text, json };
@@ -36,6 +43,10 @@ struct EnumNames<QuorumMode> {
   static constexpr std::string_view names[] = {"fraction", "timeout"};
 };
 template <>
+struct EnumNames<OuterMode> {
+  static constexpr std::string_view names[] = {"elastic", "nesterov"};
+};
+template <>
 struct EnumNames<LearnerKind> {
   static constexpr std::string_view names[] = {"model", "probe", "external"};
 };
@@ -46,6 +57,10 @@ struct EnumNames<Device> {
 template <>
 struct EnumNames<OptimizerKind> {
   static constexpr std::string_view names[] = {"sgd", "momentum"};
+};
+template <>
+struct EnumNames<NodeScaling> {
+  static constexpr std::string_view names[] = {"none", "linear", "sqrt"};
 };
 template <>
 struct EnumNames<Schedule> {

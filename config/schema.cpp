@@ -439,6 +439,13 @@ Schema::Schema() {
           "the largest chunk one message carries, in floats"));
   add(key(FIELD(allreduce, elastic_rate), NumberCodec{kFractionRange}, round.elastic_rate,
           "α: after a round, m <- m + α·(mean - fetched); (1 - α)·m + α·mean where the learner left m alone"));
+  add(key(FIELD(allreduce, outer), EnumCodec<OuterMode>{}, round.outer,
+          "what a node does with a round's mean: elastic (m <- m + α·(mean - fetched)) or nesterov (DiLoCo's outer "
+          "step: SGD with Nesterov momentum on outer - mean, then on from the outer parameters)"));
+  add(key(FIELD(allreduce, outer_rate), NumberCodec{allreduce::kOuterRateRange}, round.outer_rate,
+          "nesterov: η, the outer step's rate (DiLoCo: 0.7); 1 with outer_momentum 0 is plain averaging"));
+  add(key(FIELD(allreduce, outer_momentum), NumberCodec{allreduce::kOuterMomentumRange}, round.outer_momentum,
+          "nesterov: μ, the outer step's Nesterov momentum (DiLoCo: 0.9)"));
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
           "one round per this many learner steps; 0 = paced by cpu_share"));
   add(key(FIELD(allreduce, cpu_share), NumberCodec{unit_interval}, 0.025,
@@ -473,6 +480,11 @@ Schema::Schema() {
   add(key(FIELD(learner.optimizer, step_every_epochs), IntCodec{at_least(1)}, 5,
           "step: multiply the rate by step_gamma every this many epochs"));
   add(key(FIELD(learner.optimizer, step_gamma), NumberCodec{unit_interval}, 0.1, "step: the factor"));
+  add(key(FIELD(learner.optimizer, scale_with_nodes), EnumCodec<NodeScaling>{}, NodeScaling::none,
+          "the learning rate times 1 (none), N (linear) or sqrt(N), N the cluster's members as this node sees them, "
+          "applied again when they change"));
+  add(key(FIELD(learner.optimizer, warmup_epochs), NumberCodec{non_negative}, 0.0,
+          "with scale_with_nodes: the scaled rate is reached linearly over these first epochs, from the unscaled one"));
 
   add(key(FIELD(data, train_images), PathCodec{FileRule::data}, fmnist + "train-images-idx3-ubyte.gz",
           "IDX images to train on (gzip or plain)"));

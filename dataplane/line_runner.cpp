@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include "base/check.hpp"
+
 namespace gridtrain::dataplane {
 
 namespace {
@@ -208,6 +210,7 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   const allreduce::Round& round = *slot.round;
   const auto means = round.means_in_order();
   const auto alpha = static_cast<float>(line_->round.elastic_rate);
+  const bool outer = line_->round.outer == allreduce::OuterMode::nesterov;
   for (; slot.applied < means.size(); ++slot.applied) {
     const std::uint32_t c = means[slot.applied];
     if (slot.fetched[c] == kFolded) continue;  // its update came with its reduce
@@ -215,7 +218,12 @@ void LineRunner::complete_if_done(std::uint32_t i) {
     // A mean (not a delta) is applied against our copy of the chunk: one not yet copied (a quorum reached without
     // us, our values sent straight from the model) is copied now, and the update moves the model from where it is.
     if (!round.delta(c)) fetch(i, c);
-    model_.update(round, r.offset, r.offset + r.length, alpha);
+    if (outer) {
+      if (!model_.outer) precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
+      model_.outer(round, r.offset, r.offset + r.length, line_->round.outer_rates());
+    } else {
+      model_.update(round, r.offset, r.offset + r.length, alpha);
+    }
   }
   if (slot.done || !round.complete()) return;
   slot.done = true;
@@ -289,7 +297,7 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing) {
     const std::uint32_t c = landing.chunk;
     std::optional<allreduce::FoldTarget> fold;
     if (!slot.fetched[c] && round.reduces_with(c, h.from)) {
-      if (model_.fold) fold = round.fold_target(c, h.from);
+      if (model_.fold && line_->round.outer == allreduce::OuterMode::elastic) fold = round.fold_target(c, h.from);
       if (!fold) fetch(landing.slot, c);
     }
     if (fold) {

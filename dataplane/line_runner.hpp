@@ -63,6 +63,10 @@ struct ModelAccess {
   // written and the elastic update applied, in one pass (allreduce::fold_chunk). Optional: without it every chunk
   // of our block is fetched, reduced and updated in three passes.
   std::function<void(std::size_t offset, std::size_t length, const allreduce::FoldTarget& target, float alpha)> fold;
+  // The outer step (allreduce/outer_step.hpp) of the model's floats [begin, end), in place of `update` on a line
+  // whose config says allreduce.outer nesterov (and then neither fold nor memory is used: the step needs our copy
+  // of each chunk). A line of that config on an endpoint without it fails its rounds' updates loudly.
+  std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, allreduce::OuterRates rates)> outer;
 };
 
 // The line a node is in, in one dimension, for one layout version.

@@ -130,7 +130,8 @@ Result<StepResult> Learner::step() {
     std::memcpy(inputs_.data() + n * floats, train_.images.data() + s * floats, floats * sizeof(float));
     labels_[n] = train_.labels[s];
   }
-  const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count);
+  const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count,
+                                                           cluster_size());
 
   LossResult loss;
   const Status ran = on_backend([&] {

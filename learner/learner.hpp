@@ -112,6 +112,9 @@ class Learner {
   int epoch() const { return epoch_.load(std::memory_order_relaxed); }  // epochs completed
   bool done() const { return epoch() >= config_.epochs; }               // learner.epochs completed
   int steps_per_epoch() const { return steps_per_epoch_; }
+  // The cluster's size as this node sees it, for learner.optimizer.scale_with_nodes; 1 until told. Any thread.
+  void set_cluster_size(int nodes) { cluster_size_.store(nodes < 1 ? 1 : nodes, std::memory_order_relaxed); }
+  int cluster_size() const { return cluster_size_.load(std::memory_order_relaxed); }
   // This epoch's order of the shard's samples (indices into train_set()).
   const std::vector<std::uint32_t>& epoch_order() const { return order_; }
 
@@ -148,6 +151,7 @@ class Learner {
   std::atomic<std::uint64_t> samples_{0};
   std::atomic<std::uint64_t> steps_{0};
   std::atomic<int> epoch_{0};
+  std::atomic<int> cluster_size_{1};
 };
 
 }  // namespace gridtrain::learner

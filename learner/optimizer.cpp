@@ -33,7 +33,24 @@ Optimizer::Optimizer(const config::OptimizerConfig& config, int epochs, const Mo
   if (config_.kind == config::OptimizerKind::momentum) velocity_.assign(model.parameter_count(), 0.0f);
 }
 
-double Optimizer::learning_rate(double epoch) const {
+double Optimizer::learning_rate(double epoch, int nodes) const {
+  const double n = std::max(nodes, 1);
+  double scale = 1;
+  switch (config_.scale_with_nodes) {
+    case config::NodeScaling::none:
+      break;
+    case config::NodeScaling::linear:
+      scale = n;
+      break;
+    case config::NodeScaling::sqrt:
+      scale = std::sqrt(n);
+      break;
+  }
+  if (config_.warmup_epochs > 0) scale = 1 + (scale - 1) * std::clamp(epoch / config_.warmup_epochs, 0.0, 1.0);
+  return scale * schedule_rate(epoch);
+}
+
+double Optimizer::schedule_rate(double epoch) const {
   const double base = config_.learning_rate;
   switch (config_.schedule) {
     case config::Schedule::constant:

@@ -29,7 +29,9 @@ class Optimizer {
   //   constant: η0
   //   step:     η0 · γ^floor(epoch / step_every_epochs)
   //   cosine:   η0 · (1 + cos(π · min(epoch, epochs) / epochs)) / 2, from η0 down to 0 at the last epoch's end
-  double learning_rate(double epoch) const;
+  // times the factor of learner.optimizer.scale_with_nodes for a cluster of `nodes` (1, N or sqrt N), reached
+  // linearly over warmup_epochs from 1.
+  double learning_rate(double epoch, int nodes = 1) const;
 
   // Applies one step of the rule to tensor t: `param` its floats, `grad` its gradient.
   // REQUIRES: the caller holds the tensor's lock in the ParameterStore (param is the arena's); sizes match t's.
@@ -43,6 +45,8 @@ class Optimizer {
   const config::OptimizerConfig& config() const { return config_; }
 
  private:
+  double schedule_rate(double epoch) const;  // the schedule alone, at learning_rate
+
   config::OptimizerConfig config_;
   int epochs_;
   std::vector<std::size_t> offsets_;  // tensor t's floats start at offsets_[t] in the arena

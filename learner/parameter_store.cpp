@@ -82,6 +82,7 @@ std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
 
 void ParameterStore::assign(std::span<const float> in) {
   assert(in.size() == size());
+  reset_outer();  // the outer state belonged to the model this one replaces
   if (mode_ == UpdateMode::in_place) {
     update_each([&](std::size_t offset, std::span<float> t) {
       std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(offset), t.size(), t.begin());
@@ -91,6 +92,58 @@ void ParameterStore::assign(std::span<const float> in) {
   // The owner may be writing the model as we read it: what it writes after our read stays its change.
   defer_range(0, size(), [&](std::size_t offset, std::span<float> pending) {
     for (std::size_t i = 0; i < pending.size(); ++i) pending[i] = in[offset + i] - arena_[offset + i];
+  });
+}
+
+void ParameterStore::make_outer() {
+  if (outer_made_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> hold(outer_alloc_);
+  if (outer_made_.load(std::memory_order_relaxed)) return;
+  outer_.assign(size(), 0.0f);
+  velocity_.assign(size(), 0.0f);
+  outer_ready_.reset(new bool[tensors_.size()]());
+  outer_made_.store(true, std::memory_order_release);
+}
+
+void ParameterStore::start_outer(std::size_t i) {
+  const Tensor& t = tensors_[i];
+  for (std::size_t k = t.offset; k < t.offset + t.size; ++k) {
+    outer_[k] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
+    velocity_[k] = 0.0f;
+  }
+  outer_ready_[i] = true;
+}
+
+void ParameterStore::reset_outer() {
+  if (!has_outer()) return;
+  visit_range(0, size(), [&](std::size_t i, std::size_t, std::size_t) { outer_ready_[i] = false; });
+}
+
+void ParameterStore::outer_state(std::span<float> outer, std::span<float> velocity) const {
+  assert(outer.size() == size() && velocity.size() == size());
+  const bool made = has_outer();
+  visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to; ++k) {
+      if (made && outer_ready_[i]) {
+        outer[k] = outer_[k];
+        velocity[k] = velocity_[k];
+      } else {
+        outer[k] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
+        velocity[k] = 0.0f;
+      }
+    }
+  });
+}
+
+void ParameterStore::set_outer_state(std::span<const float> outer, std::span<const float> velocity) {
+  assert(outer.size() == size() && velocity.size() == size());
+  make_outer();
+  visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
+    std::copy(outer.begin() + static_cast<std::ptrdiff_t>(from), outer.begin() + static_cast<std::ptrdiff_t>(to),
+              outer_.begin() + static_cast<std::ptrdiff_t>(from));
+    std::copy(velocity.begin() + static_cast<std::ptrdiff_t>(from),
+              velocity.begin() + static_cast<std::ptrdiff_t>(to), velocity_.begin() + static_cast<std::ptrdiff_t>(from));
+    outer_ready_[i] = true;
   });
 }
 

@@ -142,6 +142,39 @@ class ParameterStore {
   // Deferred, for the owner of a host mirror: the owner's model, as it is now, into the mirror (each tensor under its
   // lock); the pending updates stay pending. REQUIRES: as apply_deferred; in.size() == size().
   void update_mirror(std::span<const float> in);
+  // The outer optimizer's state (allreduce.outer nesterov: allreduce/outer_step.hpp): per float, the outer parameters
+  // o and the outer momentum v, laid out as the arena and guarded by the same tensor locks. A tensor's state is made
+  // at the first outer step that touches it, from the model as it is then (deferred: with the pending updates) and
+  // no momentum; so a store that never sees an outer step holds none.
+  //
+  // fn(offset, target, outer, velocity) for each tensor's part of [begin, end), in reverse order, each under its
+  // lock: target is the model's floats (in place) or the pending buffer's (deferred), where the step adds o' - s.
+  // REQUIRES: begin <= end <= size(); no tensor lock held by the caller; fn takes no tensor lock.
+  template <class Fn>
+  void outer_range(std::size_t begin, std::size_t end, Fn&& fn) {
+    make_outer();
+    visit_range(begin, end, [&](std::size_t i, std::size_t from, std::size_t to) {
+      if (!outer_ready_[i]) start_outer(i);
+      float* target = arena_.data();
+      if (mode_ == UpdateMode::deferred) {
+        mark_pending(i);
+        target = pending_.data();
+      }
+      const std::size_t n = to - from;
+      fn(from, std::span<float>(target + from, n), std::span<float>(outer_.data() + from, n),
+         std::span<float>(velocity_.data() + from, n));
+    });
+  }
+  // Forgets the outer state: each tensor's is made again at its next outer step, from the model then (a warm start
+  // or a restore gave the node another model: assign() calls it).
+  void reset_outer();
+  // Whether the store holds outer state, and a copy of it for a checkpoint: o and v per float (a tensor without
+  // state yet: o the model, with its pending updates, and v 0). REQUIRES: outer.size() == velocity.size() == size().
+  bool has_outer() const { return outer_made_.load(std::memory_order_acquire); }
+  void outer_state(std::span<float> outer, std::span<float> velocity) const;
+  // Restores the outer state of a checkpoint, after its model was assigned. REQUIRES: as outer_state.
+  void set_outer_state(std::span<const float> outer, std::span<const float> velocity);
+
   // Deferred: the model's floats, for their owner to write without our locks (PyTorch's parameters are views of
   // them), and for the owner's own reads. REQUIRES: mode() == deferred.
   std::span<float> owner_arena() {
@@ -162,6 +195,9 @@ class ParameterStore {
     }
   }
 
+  // Allocates the outer state once (no tensor's ready); start_outer(i) makes tensor i's. REQUIRES: tensor i's lock.
+  void make_outer();
+  void start_outer(std::size_t i);
   // How many tensors start before `end` (tensors lie in the arena in order).
   std::size_t last_tensor_before(std::size_t end) const;
   // Aborts unless the store is in `mode`: `what` was called in the other one.
@@ -185,6 +221,13 @@ class ParameterStore {
   LargeBuffer<float> pending_;
   std::unique_ptr<bool[]> has_pending_;
   std::atomic<bool> any_pending_{false};
+  // The outer state (outer_range): allocated at the first outer step or restore, under outer_alloc_; per tensor,
+  // whether its floats hold state (under the tensor's lock).
+  mutable std::mutex outer_alloc_;
+  std::atomic<bool> outer_made_{false};
+  LargeBuffer<float> outer_;
+  LargeBuffer<float> velocity_;
+  std::unique_ptr<bool[]> outer_ready_;
 };
 
 }  // namespace gridtrain::learner

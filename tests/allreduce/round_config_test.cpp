@@ -56,4 +56,24 @@ TEST_CASE("a chunk of no floats, or an unknown quorum mode, is refused") {
   CHECK(validate(mode).error().key == "allreduce.quorum");
 }
 
+TEST_CASE("the outer step's rate lies in (0, 2] and its momentum in [0, 1)") {
+  RoundConfig c;
+  c.outer = OuterMode::nesterov;
+  CHECK(validate(c).ok());
+  c.outer_rate = 0;
+  CHECK(validate(c).error().message == "expected a number in (0, 2], found 0");
+  c.outer_rate = 2;
+  CHECK(validate(c).ok());
+  c.outer_rate = 2.5;
+  CHECK(validate(c).error().key == "allreduce.outer_rate");
+  c.outer_rate = 0.7;
+  c.outer_momentum = 1;
+  CHECK(validate(c).error().message == "expected a number in [0, 1), found 1");
+  c.outer_momentum = 0;
+  CHECK(validate(c).ok());
+  RoundConfig mode;
+  mode.outer = static_cast<OuterMode>(5);
+  CHECK(validate(mode).error().key == "allreduce.outer");
+}
+
 }  // namespace gridtrain::allreduce

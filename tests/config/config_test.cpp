@@ -272,6 +272,9 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.allreduce.quorum_timeout_ms = 1;
   c.allreduce.max_chunk_floats = 1;
   c.allreduce.elastic_rate = 1.0;
+  c.allreduce.outer = OuterMode::nesterov;
+  c.allreduce.outer_rate = 2.0;
+  c.allreduce.outer_momentum = 0.0;
   c.allreduce.every_steps = 1000000;
   c.allreduce.cpu_share = 1.0 / 3.0;
   c.allreduce.line_settle_ms = 60000;
@@ -291,6 +294,8 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.learner.optimizer.schedule = Schedule::cosine;
   c.learner.optimizer.step_every_epochs = 1;
   c.learner.optimizer.step_gamma = 1.0;
+  c.learner.optimizer.scale_with_nodes = NodeScaling::sqrt;
+  c.learner.optimizer.warmup_epochs = 0.5;
   c.data.shard = ShardMode::none;
   c.data.shard_method = ShardMethod::permutation;
   c.data.normalize = false;
@@ -412,13 +417,15 @@ TEST_CASE("the schema description lists every key with its type, default and doc
        {"cluster.name", "cluster.token_file", "cluster.listen", "cluster.heartbeat_ms", "cluster.connection_timeout_ms",
         "grid.dims", "grid.max_line", "grid.rounds_in_flight", "allreduce.reduce_threshold",
         "allreduce.complete_threshold", "allreduce.advance_threshold", "allreduce.quorum",
-        "allreduce.quorum_timeout_ms", "allreduce.max_chunk_floats", "allreduce.elastic_rate", "allreduce.every_steps",
+        "allreduce.quorum_timeout_ms", "allreduce.max_chunk_floats", "allreduce.elastic_rate", "allreduce.outer",
+        "allreduce.outer_rate", "allreduce.outer_momentum", "allreduce.every_steps",
         "allreduce.cpu_share", "allreduce.line_settle_ms",
         "learner.kind", "learner.probe_floats", "learner.probe_value", "learner.device", "learner.seed",
         "learner.batch", "learner.epochs", "learner.threads", "learner.model.input", "learner.model.layers",
         "learner.optimizer.kind", "learner.optimizer.learning_rate", "learner.optimizer.momentum",
         "learner.optimizer.weight_decay", "learner.optimizer.schedule", "learner.optimizer.step_every_epochs",
-        "learner.optimizer.step_gamma", "data.train_images", "data.train_labels", "data.test_images",
+        "learner.optimizer.step_gamma", "learner.optimizer.scale_with_nodes",
+        "learner.optimizer.warmup_epochs", "data.train_images", "data.train_labels", "data.test_images",
         "data.test_labels", "data.shard", "data.shard_method", "data.normalize", "checkpoint.dir", "checkpoint.every",
         "metrics.listen", "metrics.log_format", "metrics.log_level", "metrics.csv"}) {
     const std::string path = key;

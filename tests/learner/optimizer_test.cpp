@@ -120,3 +120,28 @@ TEST_CASE("the cosine schedule falls from the rate to 0 over the run's epochs an
   CHECK(opt.learning_rate(8) == doctest::Approx(0.0));
   CHECK(opt.learning_rate(12) == doctest::Approx(0.0));
 }
+
+TEST_CASE("scale_with_nodes multiplies the rate by 1, N or sqrt(N), reached linearly over warmup_epochs") {
+  const Model model = tiny_model();
+  OptimizerConfig c;
+  c.kind = OptimizerKind::sgd;
+  c.learning_rate = 0.1;
+  c.schedule = Schedule::constant;
+  c.scale_with_nodes = gridtrain::config::NodeScaling::none;
+  CHECK(Optimizer(c, 10, model).learning_rate(3, 16) == doctest::Approx(0.1));
+  c.scale_with_nodes = gridtrain::config::NodeScaling::linear;
+  CHECK(Optimizer(c, 10, model).learning_rate(3, 16) == doctest::Approx(1.6));
+  CHECK(Optimizer(c, 10, model).learning_rate(3, 1) == doctest::Approx(0.1));
+  CHECK(Optimizer(c, 10, model).learning_rate(3, 0) == doctest::Approx(0.1));  // no members known: as one
+  c.scale_with_nodes = gridtrain::config::NodeScaling::sqrt;
+  c.warmup_epochs = 2;
+  const Optimizer warm(c, 10, model);
+  CHECK(warm.learning_rate(0, 16) == doctest::Approx(0.1));   // the unscaled rate at the start
+  CHECK(warm.learning_rate(1, 16) == doctest::Approx(0.25));  // half way: 1 + (4 - 1) / 2
+  CHECK(warm.learning_rate(2, 16) == doctest::Approx(0.4));
+  CHECK(warm.learning_rate(7, 16) == doctest::Approx(0.4));
+  // With a schedule: the factor times the schedule's rate.
+  c.schedule = Schedule::cosine;
+  c.warmup_epochs = 0;
+  CHECK(Optimizer(c, 10, model).learning_rate(5, 4) == doctest::Approx(0.1));  // 2 * 0.1 * 0.5
+}

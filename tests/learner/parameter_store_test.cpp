@@ -264,3 +264,63 @@ TEST_CASE("a store's mode is a precondition of its update calls") {
   });
   CHECK(deferred.aborted);
 }
+
+TEST_CASE("outer state: made at a tensor's first outer step from the model, kept, copied out and restored") {
+  for (UpdateMode mode : {UpdateMode::in_place, UpdateMode::deferred}) {
+    CAPTURE(static_cast<int>(mode));
+    ParameterStore store(mlp_specs(), mode);
+    const std::size_t n = store.size();
+    std::vector<float> model(n);
+    for (std::size_t k = 0; k < n; ++k) model[k] = static_cast<float>(k);
+    if (mode == UpdateMode::in_place) {
+      store.assign(model);
+    } else {
+      store.assign(model);
+      store.apply_deferred();
+    }
+    CHECK_FALSE(store.has_outer());
+    std::vector<float> outer(n), velocity(n);
+    store.outer_state(outer, velocity);  // none yet: the model, and no momentum
+    CHECK(outer == model);
+    CHECK(velocity == std::vector<float>(n, 0.0f));
+
+    // An outer step over b1 and w2 (floats 12..23): each sees its tensor's state made from the model, writes the
+    // model (in place) or the pending buffer (deferred), and keeps o and v.
+    store.outer_range(12, 24, [&](std::size_t offset, std::span<float> target, std::span<float> o,
+                                  std::span<float> v) {
+      for (std::size_t k = 0; k < target.size(); ++k) {
+        CHECK(o[k] == static_cast<float>(offset + k));
+        CHECK(v[k] == 0.0f);
+        o[k] += 100.0f;
+        v[k] = 1.0f;
+        target[k] += 100.0f;  // o' - s, nothing having moved the model
+      }
+    });
+    CHECK(store.has_outer());
+    if (mode == UpdateMode::deferred) store.apply_deferred();
+    std::vector<float> now(n);
+    store.fetch(now);
+    store.outer_state(outer, velocity);
+    for (std::size_t k = 0; k < n; ++k) {
+      CAPTURE(k);
+      const bool stepped = k >= 12 && k < 24;
+      CHECK(now[k] == model[k] + (stepped ? 100.0f : 0.0f));
+      CHECK(outer[k] == now[k]);
+      CHECK(velocity[k] == (stepped ? 1.0f : 0.0f));
+    }
+
+    // A checkpoint's state restored into a fresh store; and assign (a warm start) forgets it.
+    ParameterStore restored(mlp_specs(), mode);
+    restored.assign(now);
+    if (mode == UpdateMode::deferred) restored.apply_deferred();
+    restored.set_outer_state(outer, velocity);
+    std::vector<float> outer2(n), velocity2(n);
+    restored.outer_state(outer2, velocity2);
+    CHECK(outer2 == outer);
+    CHECK(velocity2 == velocity);
+    restored.assign(model);
+    restored.outer_state(outer2, velocity2);
+    CHECK(outer2 == model);  // made again from the model it was given (deferred: with it pending)
+    CHECK(velocity2 == std::vector<float>(n, 0.0f));
+  }
+}
