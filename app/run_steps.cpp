@@ -166,13 +166,16 @@ JoinVerdict wait_for_join(const RunPlan& plan, const actors::NodeHandle& node, c
 // the bootstrapping node copies nobody. A resumed node copies one too: its checkpoint gives back its progress
 // (step, epoch, optimizer state), but the cluster's model moved on while it was down; alone (it bootstraps),
 // it keeps the checkpoint's model. A failure is not fatal: the node then trains from the model it has.
-void warm_start(const actors::NodeHandle& node) {
+bool warm_start(const actors::NodeHandle& node) {
   const auto copied = node.warm_start();
-  if (!copied)
+  if (!copied) {
     spdlog::warn("warm start skipped, training from this node's initialisation: {}", copied.error().to_string());
-  else if (copied.value())
-    telemetry::tell("warm_start", fmt::format("warm start: copied the model of node {:x}", *copied.value()),
-                    {{"from", fmt::format("{:016x}", *copied.value())}});
+    return false;
+  }
+  if (!copied.value()) return false;
+  telemetry::tell("warm_start", fmt::format("warm start: copied the model of node {:x}", *copied.value()),
+                  {{"from", fmt::format("{:016x}", *copied.value())}});
+  return true;
 }
 
 // 7. Nodes started together (the demo) wait for each other, or the first would train alone, finish and leave

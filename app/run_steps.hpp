@@ -59,7 +59,7 @@ JoinVerdict wait_for_join(const RunPlan& plan, const actors::NodeHandle& node, c
 
 // 6. Joining a cluster that already had members: copy a member's model (a line peer's if there is one). A failure
 // is only a warning: the node then trains from its own initialisation.
-void warm_start(const actors::NodeHandle& node);
+bool warm_start(const actors::NodeHandle& node);  // whether it copied a member's model
 
 // 7. The start line (--wait-members): whether the cluster has `members` as the node joins (true without a wait), and
 // the wait for them, which ends once there are that many, a member already trains, or `stopping` says so. False if

@@ -25,7 +25,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little, "checkpoint I/O assumes a little-endian host");
 
 constexpr std::array<char, 8> magic = {'G', 'R', 'I', 'D', 'C', 'K', 'P', 'T'};
-constexpr std::size_t header_bytes = 64;
+constexpr std::size_t header_bytes = 72;
+constexpr std::size_t header_bytes_v1 = 64;  // version 1: no outer state
 constexpr std::size_t checksum_bytes = 4;
 
 std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
@@ -115,9 +116,10 @@ Status write_checkpoint(const std::string& path, const CheckpointData& data) {
   put_u64(header.data() + 40, data.params.size());
   put_u64(header.data() + 48, data.optimizer_state.size());
   put_u64(header.data() + 56, data.rng_state.size());
-  const std::array<std::span<const std::uint8_t>, 4> parts = {
+  put_u64(header.data() + 64, data.outer_state.size());
+  const std::array<std::span<const std::uint8_t>, 5> parts = {
       std::span<const std::uint8_t>(header), bytes_of(data.params), bytes_of(data.optimizer_state),
-      bytes_of(data.rng_state)};
+      bytes_of(data.rng_state), bytes_of(data.outer_state)};
   std::uint32_t crc = 0;
   for (auto part : parts) crc = crc_update(crc, part);
   std::array<std::uint8_t, checksum_bytes> trailer{};
@@ -180,19 +182,30 @@ Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t ex
 
   // 1. Magic, version, then sizes: each says more precisely what this file is than the checksum would.
   std::array<std::uint8_t, header_bytes> header{};
-  const ssize_t got = read_all(file.fd, header);
+  const ssize_t got = read_all(file.fd, std::span<std::uint8_t>(header).first(header_bytes_v1));
   if (got < 0) return error("read error: " + errno_text(errno));
   const auto have = static_cast<std::size_t>(got);
   if (have == 0) return error("empty file: expected a checkpoint");
   if (std::memcmp(header.data(), magic.data(), std::min(have, magic.size())) != 0)
     return error("bad magic: not a gridtrain checkpoint (expected it to start with \"GRIDCKPT\")");
-  if (have < header_bytes || file_bytes < header_bytes + checksum_bytes)
-    return error("truncated checkpoint: expected at least " + std::to_string(header_bytes + checksum_bytes) +
+  if (have < header_bytes_v1 || file_bytes < header_bytes_v1 + checksum_bytes)
+    return error("truncated checkpoint: expected at least " + std::to_string(header_bytes_v1 + checksum_bytes) +
                  " bytes (header and checksum), found " + std::to_string(file_bytes));
   const std::uint32_t version = get_u32(header.data() + 8);
-  if (version != checkpoint_version)
-    return error("unsupported checkpoint format version " + std::to_string(version) + ": expected " +
+  if (version != checkpoint_version && version != 1)
+    return error("unsupported checkpoint format version " + std::to_string(version) + ": expected 1 or " +
                  std::to_string(checkpoint_version));
+  // Version 2's header holds one more field, the outer state's size.
+  const std::size_t header_size = version == 1 ? header_bytes_v1 : header_bytes;
+  if (header_size > header_bytes_v1) {
+    if (file_bytes < header_size + checksum_bytes)
+      return error("truncated checkpoint: expected at least " + std::to_string(header_size + checksum_bytes) +
+                   " bytes (header and checksum), found " + std::to_string(file_bytes));
+    const ssize_t more = read_all(file.fd, std::span<std::uint8_t>(header).subspan(header_bytes_v1));
+    if (more < 0) return error("read error: " + errno_text(errno));
+    if (static_cast<std::size_t>(more) != header_size - header_bytes_v1)
+      return error("truncated checkpoint: the file shrank while it was read");
+  }
   if (get_u32(header.data() + 12) != 0) return error("corrupt checkpoint: reserved header field is not 0");
 
   CheckpointData out;
@@ -202,25 +215,31 @@ Result<CheckpointData> read_checkpoint(const std::string& path, std::uint64_t ex
   const std::uint64_t params = get_u64(header.data() + 40);
   const std::uint64_t optimizer = get_u64(header.data() + 48);
   const std::uint64_t rng = get_u64(header.data() + 56);
+  const std::uint64_t outer = version == 1 ? 0 : get_u64(header.data() + 64);
   // The sizes must account for the file exactly; checked before anything is allocated.
   const std::uint64_t limit = file_bytes;
-  const bool fits = params <= limit / 4 && optimizer <= limit / 4 && rng <= limit;
-  const std::uint64_t expected = header_bytes + 4 * params + 4 * optimizer + rng + checksum_bytes;
+  const bool fits = params <= limit / 4 && optimizer <= limit / 4 && rng <= limit && outer <= limit / 4;
+  const std::uint64_t expected = header_size + 4 * params + 4 * optimizer + rng + 4 * outer + checksum_bytes;
   if (!fits || expected != file_bytes)
     return error(std::string(!fits || expected > file_bytes ? "truncated or corrupt" : "corrupt") +
                  " checkpoint: the header describes " + std::to_string(params) + " parameter floats, " +
-                 std::to_string(optimizer) + " optimizer floats and " + std::to_string(rng) +
-                 " RNG bytes, which need " + (fits ? std::to_string(expected) : std::string("more")) +
-                 " bytes, but the file holds " + std::to_string(file_bytes));
+                 std::to_string(optimizer) + " optimizer floats, " + std::to_string(rng) + " RNG bytes and " +
+                 std::to_string(outer) + " outer-state floats, which need " +
+                 (fits ? std::to_string(expected) : std::string("more")) + " bytes, but the file holds " +
+                 std::to_string(file_bytes));
+  if (outer != 0 && outer != 2 * params)
+    return error("corrupt checkpoint: " + std::to_string(outer) + " outer-state floats, expected 0 or twice the " +
+                 std::to_string(params) + " parameter floats");
 
   // 2. The body, checksummed as it is read.
   out.params.resize(params);
   out.optimizer_state.resize(optimizer);
   out.rng_state.resize(rng);
+  out.outer_state.resize(outer);
   std::array<std::uint8_t, checksum_bytes> trailer{};
-  std::uint32_t crc = crc_update(0, header);
+  std::uint32_t crc = crc_update(0, std::span<const std::uint8_t>(header).first(header_size));
   for (std::span<std::uint8_t> part : {bytes_of(out.params), bytes_of(out.optimizer_state), bytes_of(out.rng_state),
-                                       std::span<std::uint8_t>(trailer)}) {
+                                       bytes_of(out.outer_state), std::span<std::uint8_t>(trailer)}) {
     const ssize_t n = read_all(file.fd, part);
     if (n < 0) return error("read error: " + errno_text(errno));
     if (static_cast<std::size_t>(n) != part.size())

@@ -6,7 +6,7 @@
 // checkpoint as it was (a crash may leave a stray "<name>.tmp.XXXXXX" file beside it, which readers ignore).
 // Like any mkstemp file, a checkpoint is created with mode 0600: it is the node's private state.
 //
-// Format (version 1), all integers little-endian, floats IEEE-754 binary32 little-endian:
+// Format (version 2), all integers little-endian, floats IEEE-754 binary32 little-endian:
 //   offset  0  8 bytes  magic "GRIDCKPT"
 //           8  u32      format version
 //          12  u32      reserved, 0
@@ -16,8 +16,11 @@
 //          40  u64      P: parameter floats
 //          48  u64      O: optimizer-state floats
 //          56  u64      R: RNG-state bytes
-//          64  P floats, O floats, R bytes
+//          64  u64      Q: outer-state floats (allreduce.outer nesterov: the outer parameters, then the outer
+//                       momentum, each P floats; 0 = none)
+//          72  P floats, O floats, R bytes, Q floats
 //          end u32      CRC-32 (zlib's) of every byte before it
+// Version 1 (before the outer step) is read too: its header ends at 64, and it has no outer state.
 
 #include <cstdint>
 #include <string>
@@ -36,11 +39,12 @@ struct CheckpointData {
   std::vector<float> params{};           // the ParameterStore arena
   std::vector<float> optimizer_state{};  // e.g. momentum buffers, in the optimizer's own order
   std::vector<std::uint8_t> rng_state{};  // opaque; empty = none
+  std::vector<float> outer_state{};       // empty, or the outer parameters then the outer momentum (2 x params)
 
   bool operator==(const CheckpointData&) const = default;
 };
 
-inline constexpr std::uint32_t checkpoint_version = 1;
+inline constexpr std::uint32_t checkpoint_version = 2;
 
 // Writes `data` to `path` atomically (see above). Every failure (no such directory, permission, disk full, I/O
 // error) comes back as an Error with `path` as its source, and leaves any previous file at `path` intact.

@@ -37,6 +37,12 @@ Result<learner::CheckpointData> Trainer::checkpoint_data(learner::Learner& l) {
   data.params.resize(l.params().size());
   l.params().fetch(data.params);
   data.optimizer_state.assign(state.value().begin(), state.value().end());
+  // The outer step's state (allreduce.outer nesterov), where the rounds made some.
+  if (l.params().has_outer()) {
+    const std::size_t n = l.params().size();
+    data.outer_state.resize(2 * n);
+    l.params().outer_state(std::span<float>(data.outer_state).first(n), std::span<float>(data.outer_state).last(n));
+  }
   return data;
 }
 
@@ -48,6 +54,13 @@ Status Trainer::restore(learner::Learner& l, const learner::CheckpointData& data
   if (!state) return state.error();
   std::span<float> to = state.value();
   std::copy_n(data.optimizer_state.begin(), std::min(to.size(), data.optimizer_state.size()), to.begin());
+  // After assign, which forgot any outer state: a node that then copies a peer's model (warm start) forgets this
+  // too, and makes its own from that model.
+  if (data.outer_state.size() == 2 * data.params.size() && !data.outer_state.empty()) {
+    const std::size_t n = data.params.size();
+    l.params().set_outer_state(std::span<const float>(data.outer_state).first(n),
+                               std::span<const float>(data.outer_state).last(n));
+  }
   return {};
 }
 

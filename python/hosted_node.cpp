@@ -90,7 +90,7 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
     throw Failure(app::kInternal, "the node was stopped before it joined");
   }
   members_at_join_ = app::members_reached(node, wait_members_);
-  app::warm_start(node);
+  warm_started_ = app::warm_start(node);
   const config::AllreduceConfig& allreduce = plan_.config.allreduce;
   const auto data_plane = runtime_->runtime().data_plane();
   pacing_.emplace(allreduce.every_steps, allreduce.cpu_share,

@@ -116,6 +116,8 @@ class HostedNode {
   void wait_for_members(const std::function<bool()>& interrupted = {});
 
   bool joined() const { return handle().has_value(); }
+  // Whether the join copied a member's model (a warm start): a checkpoint's outer-step state is then not restored.
+  bool warm_started() const { return warm_started_; }
   std::uint64_t id() const;          // 0 before join()
   std::string address() const;       // "" before join()
 
@@ -170,6 +172,7 @@ class HostedNode {
   std::uint64_t steps_ = 0;
   Clock::time_point last_step_;
   Clock::time_point joined_at_;
+  bool warm_started_ = false;
   struct Marks {
     bool training = false;             // a step came since the last report
     Clock::time_point at;              // the first step since the last report

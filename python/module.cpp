@@ -172,7 +172,32 @@ Exported through the buffer protocol (writable): torch.frombuffer(model, dtype=t
             py::gil_scoped_release release;
             self.store->fetch({into, self.store->size()});
           },
-          "The model as the cluster sees it (the arena plus the pending updates) into `out`.");
+          "The model as the cluster sees it (the arena plus the pending updates) into `out`.")
+      .def_property_readonly("has_outer", [](const Model& self) { return self.store->has_outer(); },
+                             "whether the rounds made outer-step state (allreduce.outer nesterov)")
+      .def(
+          "outer_state",
+          [](const Model& self, const py::buffer& outer, const py::buffer& velocity) {
+            py::buffer_info outer_info, velocity_info;
+            const std::size_t n = self.store->size();
+            float* o = float_buffer(outer, n, "outer_state", outer_info);
+            float* v = float_buffer(velocity, n, "outer_state", velocity_info);
+            py::gil_scoped_release release;
+            self.store->outer_state({o, n}, {v, n});
+          },
+          "The outer step's state into `outer` and `velocity` (float32, each as large as the arena): for a "
+          "checkpoint.")
+      .def(
+          "set_outer_state",
+          [](Model& self, const py::buffer& outer, const py::buffer& velocity) {
+            py::buffer_info outer_info, velocity_info;
+            const std::size_t n = self.store->size();
+            const float* o = float_buffer(outer, n, "set_outer_state", outer_info);
+            const float* v = float_buffer(velocity, n, "set_outer_state", velocity_info);
+            py::gil_scoped_release release;
+            self.store->set_outer_state({o, n}, {v, n});
+          },
+          "Restores the outer step's state of a checkpoint (as outer_state wrote it).");
 
   py::class_<HostedNode>(m, "Node", R"(A gridtrain node in this process (see gridtrain.Node).)")
       .def(py::init([](const std::string& config, const std::string& listen, const std::string& seed,
@@ -256,6 +281,8 @@ Exported through the buffer protocol (writable): torch.frombuffer(model, dtype=t
             return out;
           },
           "The node's counters: rounds done (in all and per dimension), bytes sent and received.")
+      .def_property_readonly("warm_started", &HostedNode::warm_started,
+                             "whether the join copied a member's model (a warm start)")
       .def("data_shard", &HostedNode::data_shard, py::call_guard<py::gil_scoped_release>(),
            "(index, count): this node's place among the cluster's members, by id, and their number.")
       .def("grid_json", &HostedNode::grid_json, py::call_guard<py::gil_scoped_release>(),

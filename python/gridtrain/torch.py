@@ -204,8 +204,14 @@ class ElasticAverager:
 
     def state_dict(self):
         """What a checkpoint needs of the averager (the model's own state_dict holds the parameters)."""
-        return {"format": _STATE_FORMAT, "signature": self._store.signature, "steps": self.steps,
-                "samples": self.samples, "names": list(self._names)}
+        state = {"format": _STATE_FORMAT, "signature": self._store.signature, "steps": self.steps,
+                 "samples": self.samples, "names": list(self._names)}
+        if self._store.has_outer:  # allreduce.outer nesterov: the outer parameters and momentum
+            outer = torch.empty(self._store.size, dtype=torch.float32)
+            velocity = torch.empty(self._store.size, dtype=torch.float32)
+            self._store.outer_state(outer.numpy(), velocity.numpy())
+            state["outer"], state["outer_velocity"] = outer, velocity
+        return state
 
     def load_state_dict(self, state):
         """Restores the counters of a checkpoint of the same model. The parameters come from the model's own
@@ -215,6 +221,16 @@ class ElasticAverager:
             raise ValueError(f"state: not an ElasticAverager state (expected format {_STATE_FORMAT!r})")
         if state.get("signature") != self._store.signature:
             raise ValueError("state: it is the averager state of another model (other parameter names or shapes)")
+        outer, velocity = state.get("outer"), state.get("outer_velocity")
+        if outer is not None or velocity is not None:
+            size = self._store.size
+            if not all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.numel() == size
+                       for t in (outer, velocity)):
+                raise ValueError(f"state: outer and outer_velocity must be float32 tensors of {size} elements")
+            # The outer step's state belongs to the model it was saved with: a node that copied a member's model
+            # as it joined (a warm start) makes its own from that one, as gridnode does after --resume.
+            if not self._node._core.warm_started:
+                self._store.set_outer_state(outer.contiguous().numpy(), velocity.contiguous().numpy())
         self.steps = int(state["steps"])
         self.samples = int(state["samples"])
 

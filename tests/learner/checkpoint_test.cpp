@@ -88,7 +88,9 @@ class FileSizeLimit {
 TEST_CASE("a checkpoint reads back exactly what was written") {
   TempDir dir;
   const auto path = dir.path() / "node.ckpt";
-  for (const CheckpointData& d : {sample(), sample(0), CheckpointData{.signature = signature}}) {
+  CheckpointData outer = sample();
+  for (std::size_t i = 0; i < 2 * outer.params.size(); ++i) outer.outer_state.push_back(static_cast<float>(i) / 3);
+  for (const CheckpointData& d : {sample(), sample(0), CheckpointData{.signature = signature}, outer}) {
     REQUIRE(write_checkpoint(path.string(), d));
     auto r = read_checkpoint(path.string(), signature);
     REQUIRE(r.ok());
@@ -96,7 +98,7 @@ TEST_CASE("a checkpoint reads back exactly what was written") {
   }
   // Header, 6 + 3 floats, 4 RNG bytes, checksum.
   REQUIRE(write_checkpoint(path.string(), sample()));
-  CHECK(std::filesystem::file_size(path) == 64 + 4 * 9 + 4 + 4);
+  CHECK(std::filesystem::file_size(path) == 72 + 4 * 9 + 4 + 4);
   CHECK(read_bytes(path).substr(0, 8) == "GRIDCKPT");
   CHECK(files_in(dir.path()) == std::vector<std::string>{"node.ckpt"});
 }
@@ -130,7 +132,7 @@ TEST_CASE("a checkpoint with any one byte flipped is refused") {
   }
   // Where the flip lands decides what is said.
   std::string bad = good;
-  bad[70] = static_cast<char>(bad[70] ^ 0x10);
+  bad[78] = static_cast<char>(bad[78] ^ 0x10);
   write_bytes(path, bad);
   CHECK(read_error(path).starts_with("checksum mismatch: the file says 0x"));
   CHECK(read_error(path).ends_with(" (corrupt checkpoint)"));
@@ -142,8 +144,8 @@ TEST_CASE("a checkpoint with any one byte flipped is refused") {
   bad[40] = 7;  // parameter count 6 -> 7
   write_bytes(path, bad);
   CHECK(read_error(path) ==
-        "truncated or corrupt checkpoint: the header describes 7 parameter floats, 3 optimizer floats and 4 RNG "
-        "bytes, which need 112 bytes, but the file holds 108");
+        "truncated or corrupt checkpoint: the header describes 7 parameter floats, 3 optimizer floats, 4 RNG "
+        "bytes and 0 outer-state floats, which need 120 bytes, but the file holds 116");
 }
 
 TEST_CASE("a checkpoint cut short anywhere is refused as truncated") {
@@ -159,6 +161,8 @@ TEST_CASE("a checkpoint cut short anywhere is refused as truncated") {
   }
   write_bytes(path, good.substr(0, 20));
   CHECK(read_error(path) == "truncated checkpoint: expected at least 68 bytes (header and checksum), found 20");
+  write_bytes(path, good.substr(0, 70));  // a version 2 header is 72 bytes
+  CHECK(read_error(path) == "truncated checkpoint: expected at least 76 bytes (header and checksum), found 70");
   write_bytes(path, "");
   CHECK(read_error(path) == "empty file: expected a checkpoint");
   write_bytes(path, good + "x");
@@ -186,7 +190,32 @@ TEST_CASE("a checkpoint of another format version is refused, even with a valid 
   std::memcpy(bytes.data() + 8, &next, 4);
   fix_checksum(bytes);
   write_bytes(path, bytes);
-  CHECK(read_error(path) == "unsupported checkpoint format version 2: expected 1");
+  CHECK(read_error(path) == "unsupported checkpoint format version 3: expected 1 or 2");
+}
+
+TEST_CASE("a version 1 checkpoint (before the outer step) still reads, with no outer state") {
+  TempDir dir;
+  const auto path = dir.path() / "c";
+  REQUIRE(write_checkpoint(path.string(), sample()));
+  // Version 1: the same file without the header's last field.
+  std::string bytes = read_bytes(path);
+  bytes.erase(64, 8);
+  const std::uint32_t one = 1;
+  std::memcpy(bytes.data() + 8, &one, 4);
+  fix_checksum(bytes);
+  write_bytes(path, bytes);
+  auto r = read_checkpoint(path.string(), signature);
+  REQUIRE(r.ok());
+  CHECK(r.value() == sample());
+}
+
+TEST_CASE("outer state other than none or twice the parameters is refused") {
+  TempDir dir;
+  const auto path = dir.path() / "c";
+  CheckpointData d = sample();
+  d.outer_state = {1, 2, 3};
+  REQUIRE(write_checkpoint(path.string(), d));
+  CHECK(read_error(path) == "corrupt checkpoint: 3 outer-state floats, expected 0 or twice the 6 parameter floats");
 }
 
 TEST_CASE("a missing checkpoint is refused with the system's reason") {
@@ -262,7 +291,7 @@ TEST_CASE("a flipped parameter byte is refused when the RNG and optimizer states
     std::ifstream in(path, std::ios::binary);
     bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
-  bytes[64] = static_cast<char>(bytes[64] ^ 0x01);  // the first parameter, just after the 64-byte header
+  bytes[72] = static_cast<char>(bytes[72] ^ 0x01);  // the first parameter, just after the 72-byte header
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   auto read = read_checkpoint(path, signature);
   REQUIRE_FALSE(read.ok());

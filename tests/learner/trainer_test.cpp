@@ -40,6 +40,34 @@ TEST_CASE("a checkpoint's state restored into a fresh learner continues the same
   CHECK(arena(*b) == arena(*a));
 }
 
+TEST_CASE("a checkpoint holds the outer step's state where the rounds made some, and restore gives it back") {
+  auto a = must_create(mlp_config(), blobs(200));
+  for (int i = 0; i < 3; ++i) must_step(*a);
+  auto plain = Trainer::checkpoint_data(*a);
+  REQUIRE(plain.ok());
+  CHECK(plain.value().outer_state.empty());  // no outer step yet: none
+  // An outer step over the whole model, as a round of allreduce.outer nesterov makes it (the store's part).
+  auto& store = a->params();
+  store.outer_range(0, store.size(), [](std::size_t, std::span<float>, std::span<float> o, std::span<float> v) {
+    for (std::size_t k = 0; k < o.size(); ++k) {
+      o[k] += 0.5f;
+      v[k] = 0.25f;
+    }
+  });
+  auto saved = Trainer::checkpoint_data(*a);
+  REQUIRE(saved.ok());
+  const std::size_t n = store.size();
+  REQUIRE(saved.value().outer_state.size() == 2 * n);
+  CHECK(saved.value().outer_state[0] == saved.value().params[0] + 0.5f);
+  CHECK(saved.value().outer_state[n] == 0.25f);
+  auto b = must_create(mlp_config(), blobs(200));
+  REQUIRE(Trainer::restore(*b, saved.value()).ok());
+  std::vector<float> outer(n), velocity(n);
+  b->params().outer_state(outer, velocity);
+  CHECK(outer == std::vector<float>(saved.value().outer_state.begin(), saved.value().outer_state.begin() + n));
+  CHECK(velocity == std::vector<float>(n, 0.25f));
+}
+
 TEST_CASE("a trainer runs every epoch, reports each, and ends done with an ok status") {
   auto config = mlp_config();
   config.epochs = 3;

@@ -135,6 +135,45 @@ class FrontEndTest(TestCase):
             with self.assertRaisesRegex(ValueError, "not an ElasticAverager state"):
                 other.load_state_dict({"steps": 1})
 
+    def test_the_outer_step_meets_at_the_mean_and_its_state_goes_into_a_checkpoint(self):
+        # allreduce.outer nesterov with rate 1 and no momentum is plain averaging: the two meet at their mean, and
+        # the outer parameters the rounds made are in the averager's state, restored by a node that copies nobody.
+        nesterov = {"allreduce.outer": "nesterov", "allreduce.outer_rate": 1, "allreduce.outer_momentum": 0}
+        a = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=nesterov)
+        try:
+            a_model = linear()
+            A = gridtrain.torch.ElasticAverager(a, a_model)
+            with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0,
+                                overrides=nesterov) as b:
+                b_model = linear()
+                B = gridtrain.torch.ElasticAverager(b, b_model)
+                with torch.no_grad():
+                    for p in a_model.parameters():
+                        p.fill_(0.0)
+                    for p in b_model.parameters():
+                        p.fill_(6.0)
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    A.step()
+                    B.step()
+                    time.sleep(0.002)
+                    if (a_model.weight.detach() - 3).abs().max() < 1e-3 and \
+                            (b_model.weight.detach() - 3).abs().max() < 1e-3:
+                        break
+                self.assertLess((a_model.weight.detach() - 3).abs().max().item(), 1e-3)
+                self.assertLess((b_model.bias.detach() - 3).abs().max().item(), 1e-3)
+                state = A.state_dict()
+            self.assertIn("outer", state)
+            self.assertLess((state["outer"] - 3).abs().max().item(), 1e-3)
+        finally:
+            a.close()
+        with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=nesterov) as node:
+            again = gridtrain.torch.ElasticAverager(node, linear())
+            again.load_state_dict(state)
+            self.assertTrue(torch.equal(again.state_dict()["outer"], state["outer"]))
+            with self.assertRaisesRegex(ValueError, "float32 tensors of 8 elements"):
+                again.load_state_dict(dict(state, outer=torch.zeros(3)))
+
     def test_misuse_raises_a_clear_exception(self):
         with self.assertRaisesRegex(TypeError, "config: expected the path of a YAML file"):
             gridtrain.Node(config=5)
