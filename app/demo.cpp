@@ -63,10 +63,12 @@ std::string write_config(const std::string& dir, int epochs) {
                          "  kind: model\n"
                          "  device: cpu\n"
                          "  threads: 1\n"
-                         "  # Nodes that average closely act like one learner with a larger batch: twice the one-node "
-                         "rate.\n"
+                         "  # Nodes that average closely act like one learner with an N times larger batch: the rate "
+                         "times sqrt(N)\n"
+                         "  # (0.04 for 4 nodes; BENCHMARKS.md, \"Outer optimizer and rates that scale\").\n"
                          "  optimizer:\n"
-                         "    learning_rate: 0.04\n"
+                         "    learning_rate: 0.02\n"
+                         "    scale_with_nodes: sqrt\n"
                          "  epochs: "
                       << epochs << "\n";
   return path;
