@@ -213,6 +213,11 @@ bool wait_for_members(const actors::NodeHandle& node, int members, bool reached,
         spdlog::info("waiting for {} members before training (--wait-members): {} so far", members, nodes.size());
         said = now;
       }
+    } else if (const auto now = std::chrono::steady_clock::now(); now - said >= kSayEvery) {
+      // No view (no GridMaster answers now): said too, or a node that lost its cluster here waits in silence.
+      spdlog::warn("waiting for {} members before training (--wait-members), but the node sees no cluster now: {}",
+                   members, view.error().to_string());
+      said = now;
     }
     if (node.wait_for(std::chrono::milliseconds(100))) return false;
   }
