@@ -125,14 +125,17 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
     };
     data.model.memory = store->arena();
   }
-  // The outer step (allreduce.outer nesterov), either mode: the store adds o' - s to the model, or to the pending
+  // The outer step (allreduce.outer nesterov), either mode: the store adds a' - s to the model, or to the pending
   // buffer for the owner to apply.
   data.model.outer = [store](const allreduce::Round& round, std::size_t begin, std::size_t end,
-                             allreduce::OuterRates rates) {
+                             std::span<const float> anchor, allreduce::OuterRates rates) {
     store->outer_range(begin, end, [&](std::size_t offset, std::span<float> target, std::span<float> outer,
                                        std::span<float> velocity) {
-      allreduce::outer_update(target, outer, velocity, offset, round, rates);
+      allreduce::outer_update(target, outer, velocity, offset, round, anchor, rates);
     });
+  };
+  data.model.fetch_outer = [store](std::size_t offset, std::span<float> into, std::span<float> anchor) {
+    store->fetch_range_with_outer(offset, into, anchor);
   };
   data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
   data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {

@@ -40,6 +40,16 @@ Status validate(const RoundConfig& c) {
   if (!kOuterMomentumRange.contains(c.outer_momentum))
     return out_of_range("outer_momentum", "a number " + kOuterMomentumRange.describe(),
                         format_number(c.outer_momentum));
+  // A fraction quorum reduces at once with ceil(θr·p) contributions: at θr <= 0.5 a line of two reduces each chunk
+  // of a node's block from its own model alone. The outer step skips such a mean (it is no line's move), so on the
+  // grid's many two-node lines nesterov would rarely average at all. A timeout quorum waits for all first.
+  if (c.outer == OuterMode::nesterov && c.quorum == QuorumMode::fraction && c.reduce_threshold <= 0.5)
+    return out_of_range("outer",
+                        "elastic with allreduce.quorum fraction and reduce_threshold " +
+                            format_number(c.reduce_threshold) +
+                            " (a line of two would reduce a chunk from one node's model alone, and nesterov skips "
+                            "such means: set reduce_threshold above 0.5, or quorum timeout)",
+                        "nesterov");
   return {};
 }
 

@@ -31,6 +31,7 @@
 #include "config/config.hpp"
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"
+#include "learner/round_pacing.hpp"
 #include "learner/shard.hpp"
 
 using namespace gridtrain;
@@ -73,6 +74,9 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
       options.node_id = static_cast<std::uint64_t>(i + 1);
       options.store = std::shared_ptr<learner::ParameterStore>(learners[i], &learners[i]->params());
       options.listen = false;
+      // allreduce.every_steps, as gridnode paces it. (cpu_share paces by a data plane's CPU clock: in-process nodes
+      // have none, and their rounds run back to back.)
+      options.paced_by_every_steps = learner::paces_rounds(cfg.allreduce.every_steps, cfg.allreduce.cpu_share, false);
       if (i > 0) options.seed_node = handles[0].actor();
       auto started = runtime->start_node(options);
       if (!started) {
@@ -93,7 +97,13 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
     learner::TrainerSetup setup;
     setup.learner = learners[i];
     setup.test = test;
-    if (alpha > 0) setup.rounds = [h = handles[i]] { return h.stats().total().rounds_done; };
+    if (alpha > 0) {
+      setup.rounds = [h = handles[i]] { return h.stats().total().rounds_done; };
+      setup.every_steps = cfg.allreduce.every_steps;
+      setup.on_every_steps = [h = handles[i]] {
+        for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) h.allow_rounds(d, 1);
+      };
+    }
     setup.on_epoch = [&print, i, mode](const learner::EpochReport& r) {
       std::lock_guard lock(print);
       std::printf("%s node %d: %s\n", mode.c_str(), i, telemetry::progress_line(r).c_str());

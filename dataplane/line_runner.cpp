@@ -130,6 +130,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   const allreduce::Partition& part = round.partition();
   const std::uint32_t p = round.peers();
   slot.fetched.assign(part.chunk_count(), 0);
+  if (line_->round.outer == allreduce::OuterMode::nesterov) slot.anchor.resize(model_.floats);
   slot.held.clear();
   slot.next.assign(p, 0);
   slot.end.assign(p, 0);
@@ -158,7 +159,13 @@ void LineRunner::fetch(std::uint32_t i, std::uint32_t chunk) {
   if (chunk >= slot.fetched.size() || slot.fetched[chunk]) return;
   slot.fetched[chunk] = kFetched;
   const allreduce::Range r = slot.round->partition().chunk(chunk);
-  model_.fetch(r.offset, slot.round->send_buffer().subspan(r.offset, r.length));
+  const std::span<float> into = slot.round->send_buffer().subspan(r.offset, r.length);
+  if (line_->round.outer == allreduce::OuterMode::nesterov) {
+    if (!model_.fetch_outer) precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
+    model_.fetch_outer(r.offset, into, std::span<float>(slot.anchor).subspan(r.offset, r.length));
+  } else {
+    model_.fetch(r.offset, into);
+  }
 }
 
 void LineRunner::fetch_own_block(std::uint32_t i) {
@@ -220,7 +227,7 @@ void LineRunner::complete_if_done(std::uint32_t i) {
     if (!round.delta(c)) fetch(i, c);
     if (outer) {
       if (!model_.outer) precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
-      model_.outer(round, r.offset, r.offset + r.length, line_->round.outer_rates());
+      model_.outer(round, r.offset, r.offset + r.length, slot.anchor, line_->round.outer_rates());
     } else {
       model_.update(round, r.offset, r.offset + r.length, alpha);
     }

@@ -65,8 +65,14 @@ struct ModelAccess {
   std::function<void(std::size_t offset, std::size_t length, const allreduce::FoldTarget& target, float alpha)> fold;
   // The outer step (allreduce/outer_step.hpp) of the model's floats [begin, end), in place of `update` on a line
   // whose config says allreduce.outer nesterov (and then neither fold nor memory is used: the step needs our copy
-  // of each chunk). A line of that config on an endpoint without it fails its rounds' updates loudly.
-  std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, allreduce::OuterRates rates)> outer;
+  // of each chunk). A line of that config on an endpoint without it (or without fetch_outer) fails its rounds'
+  // updates loudly. `anchor` holds, laid out as the model, the outer parameters fetched with each chunk.
+  std::function<void(const allreduce::Round&, std::size_t begin, std::size_t end, std::span<const float> anchor,
+                     allreduce::OuterRates rates)>
+      outer;
+  // The outer step's fetch: the model's floats as `fetch`, and the outer parameters o of the same floats into
+  // `anchor`, under the same locks, so that a step landing between fetch and mean is counted once.
+  std::function<void(std::size_t offset, std::span<float> into, std::span<float> anchor)> fetch_outer;
 };
 
 // The line a node is in, in one dimension, for one layout version.
@@ -185,6 +191,7 @@ class LineRunner {
     std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
     std::vector<std::uint8_t> fetched;  // per chunk: kFetched, kFolded or 0
+    std::vector<float> anchor;          // allreduce.outer nesterov: the outer parameters fetched with each chunk
     std::vector<allreduce::Send> held;  // our scatter chunks, by peer, in chunk order (capacity kept)
     std::vector<std::size_t> next;      // per peer: its next chunk in held
     std::vector<std::size_t> end;       // per peer: the end of its chunks in held

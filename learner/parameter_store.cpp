@@ -74,6 +74,18 @@ void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const 
   });
 }
 
+void ParameterStore::fetch_range_with_outer(std::size_t begin, std::span<float> out, std::span<float> outer) {
+  assert(outer.size() == out.size() && begin + out.size() <= size());
+  make_outer();
+  visit_range(begin, begin + out.size(), [&](std::size_t i, std::size_t from, std::size_t to) {
+    if (!outer_ready_[i]) start_outer(i);
+    for (std::size_t k = from; k < to; ++k) {
+      out[k - begin] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
+      outer[k - begin] = outer_[k];
+    }
+  });
+}
+
 std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
   const auto it =
       std::partition_point(tensors_.begin(), tensors_.end(), [&](const Tensor& t) { return t.offset < end; });

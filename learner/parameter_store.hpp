@@ -165,6 +165,11 @@ class ParameterStore {
          std::span<float>(velocity_.data() + from, n));
     });
   }
+  // fetch_range's copy of [begin, begin + out.size()) into out, and the outer parameters o of the same floats into
+  // outer, each tensor under its lock (made from the model now where a tensor has none): a round's snapshot and its
+  // anchor (allreduce/outer_step.hpp). REQUIRES: outer.size() == out.size(); begin + out.size() <= size(); no tensor
+  // lock held by the caller.
+  void fetch_range_with_outer(std::size_t begin, std::span<float> out, std::span<float> outer);
   // Forgets the outer state: each tensor's is made again at its next outer step, from the model then (a warm start
   // or a restore gave the node another model: assign() calls it).
   void reset_outer();

@@ -76,4 +76,19 @@ TEST_CASE("the outer step's rate lies in (0, 2] and its momentum in [0, 1)") {
   CHECK(validate(mode).error().key == "allreduce.outer");
 }
 
+TEST_CASE("nesterov is refused with a fraction quorum whose lines of two reduce from one model") {
+  RoundConfig c;
+  c.outer = OuterMode::nesterov;
+  c.quorum = QuorumMode::fraction;
+  CHECK(validate(c).error().key == "allreduce.outer");
+  c.reduce_threshold = 0.75;  // ceil(0.75·2) = 2: both models
+  CHECK(validate(c).ok());
+  c.reduce_threshold = 0.5;
+  c.quorum = QuorumMode::timeout;  // waits for all first; a late peer's chunk is skipped by the step
+  CHECK(validate(c).ok());
+  c.outer = OuterMode::elastic;
+  c.quorum = QuorumMode::fraction;
+  CHECK(validate(c).ok());
+}
+
 }  // namespace gridtrain::allreduce

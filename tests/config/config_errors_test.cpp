@@ -275,6 +275,10 @@ TEST_CASE("checks across keys point at the key the user set") {
        {}, file, 2, 25, "cluster.heartbeat_ms", "expected less than cluster.connection_timeout_ms (1000), found 2000"},
       {"connection timeout below the heartbeat", "learner: {kind: probe}\ncluster:\n  connection_timeout_ms: 100\n",
        {}, file, 3, 26, "cluster.connection_timeout_ms", "expected more than cluster.heartbeat_ms (200), found 100"},
+      {"nesterov with a fraction quorum that reduces from one model",
+       "learner: {kind: probe}\nallreduce:\n  quorum: fraction\n  outer: nesterov\n", {}, file, 4, 10,
+       "allreduce.outer", "and nesterov skips such means: set reduce_threshold above 0.5, or quorum timeout), found "
+       "nesterov"},
       {"checkpoints with nowhere to go", "learner: {kind: probe}\ncheckpoint:\n  every: 100\n", {}, file, 3, 10,
        "checkpoint.every", "expected 0 (off) while checkpoint.dir is \"\", found 100"},
   });
