@@ -8,12 +8,13 @@
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)
 #   make fuzz               builds the fuzz targets with clang's libFuzzer and runs each for FUZZ_SECONDS
 #   make chaos              a training cluster under random faults for CHAOS_MINUTES (default 30)
+#   make bench-wan          allreduce over shaped wide-area links between network namespaces (root; bench/wan/run)
 
 BUILD ?= build
 JOBS  ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps test-deps configure build test demo package test-hosts asan tsan tsan-actors bench chaos fuzz clean
+.PHONY: all deps test-deps configure build test demo package test-hosts asan tsan tsan-actors bench bench-wan chaos fuzz clean
 
 all: build
 
@@ -86,6 +87,12 @@ fuzz:
 
 bench: build
 	scripts/run-benchmarks.sh $(BUILD)
+
+# Allreduce over emulated wide-area links (root; network namespaces, TUN delay lines, tc tbf): three links, 2 and 4
+# hosts; about 15 minutes. WAN_ARGS passes options (bench/wan/run --help), e.g. WAN_ARGS="--links b --sizes 4".
+WAN_ARGS ?=
+bench-wan: build
+	bench/wan/run --build $(BUILD) $(WAN_ARGS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan
