@@ -161,7 +161,8 @@ void LineRunner::fetch(std::uint32_t i, std::uint32_t chunk) {
   const allreduce::Range r = slot.round->partition().chunk(chunk);
   const std::span<float> into = slot.round->send_buffer().subspan(r.offset, r.length);
   if (line_->round.outer == allreduce::OuterMode::nesterov) {
-    if (!model_.fetch_outer) precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
+    if (!model_.fetch_outer)
+      precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
     model_.fetch_outer(r.offset, into, std::span<float>(slot.anchor).subspan(r.offset, r.length));
   } else {
     model_.fetch(r.offset, into);
@@ -226,7 +227,8 @@ void LineRunner::complete_if_done(std::uint32_t i) {
     // us, our values sent straight from the model) is copied now, and the update moves the model from where it is.
     if (!round.delta(c)) fetch(i, c);
     if (outer) {
-      if (!model_.outer) precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
+      if (!model_.outer)
+        precondition_violated("a line of allreduce.outer nesterov on an endpoint without the outer step");
       model_.outer(round, r.offset, r.offset + r.length, slot.anchor, line_->round.outer_rates());
     } else {
       model_.update(round, r.offset, r.offset + r.length, alpha);

@@ -153,8 +153,8 @@ void ParameterStore::set_outer_state(std::span<const float> outer, std::span<con
   visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
     std::copy(outer.begin() + static_cast<std::ptrdiff_t>(from), outer.begin() + static_cast<std::ptrdiff_t>(to),
               outer_.begin() + static_cast<std::ptrdiff_t>(from));
-    std::copy(velocity.begin() + static_cast<std::ptrdiff_t>(from),
-              velocity.begin() + static_cast<std::ptrdiff_t>(to), velocity_.begin() + static_cast<std::ptrdiff_t>(from));
+    std::copy(velocity.begin() + static_cast<std::ptrdiff_t>(from), velocity.begin() + static_cast<std::ptrdiff_t>(to),
+              velocity_.begin() + static_cast<std::ptrdiff_t>(from));
     outer_ready_[i] = true;
   });
 }
