@@ -7,10 +7,12 @@
 // with algbw = bytes/t and busbw = algbw·2(P−1)/P (nccl-tests' definitions, GB = 1e9 bytes).
 //
 //   bench_gloo_allreduce --rank R --size P --store DIR [--floats 1024,1048576] [--seconds 3]
-//                        [--algorithm ring|ring_chunked|halving_doubling|all]
+//                        [--algorithm ring|ring_chunked|halving_doubling|all] [--host 127.0.0.1]
 //
 // Start P of them (ranks 0..P−1) with the same options and a fresh, empty store folder DIR (a
-// gloo::rendezvous::FileStore; it is created if missing); scripts/peers-allreduce.sh does that.
+// gloo::rendezvous::FileStore; it is created if missing); scripts/peers-allreduce.sh does that. --host is the
+// address this rank listens on and the others dial: loopback by default; a host's own address where each rank
+// runs in a network namespace of its own (bench/wan/run).
 //
 // Fairness (what makes this a strong baseline rather than a strawman):
 //  - Gloo's algorithm classes (AllreduceRing, AllreduceRingChunked, AllreduceHalvingDoubling), constructed once
@@ -181,7 +183,7 @@ Result measure(gloo::Algorithm& algorithm, Control& control, float* data, std::s
 
 int main(int argc, char** argv) {
   long rank = -1, size = -1;
-  std::string store_dir, algorithm = "all";
+  std::string store_dir, algorithm = "all", host = "127.0.0.1";
   std::vector<long> sizes{1024, 1048576};
   double seconds = 3;
   for (int i = 1; i < argc; i += 2) {
@@ -193,6 +195,10 @@ int main(int argc, char** argv) {
     else if (option == "--store") store_dir = value;
     else if (option == "--floats") sizes = parse_sizes(value);
     else if (option == "--algorithm") algorithm = value;
+    else if (option == "--host") {
+      if (value.empty()) fail("--host: need an address to listen on");
+      host = value;
+    }
     else if (option == "--seconds") {
       char* end = nullptr;
       seconds = std::strtod(value.c_str(), &end);
@@ -214,7 +220,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(store_dir, ec);  // FileStore needs the folder to exist
     gloo::rendezvous::FileStore store(store_dir);
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    attr.hostname = host;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(static_cast<int>(rank), static_cast<int>(size));
     context->connectFullMesh(store, device);
