@@ -63,15 +63,17 @@ void ParameterStore::fetch(std::span<float> out) const {
   fetch_range(0, out);
 }
 
+void ParameterStore::copy_model(std::size_t from, std::size_t to, float* into) const {
+  std::copy(arena_.begin() + static_cast<std::ptrdiff_t>(from), arena_.begin() + static_cast<std::ptrdiff_t>(to),
+            into);
+  if (mode_ == UpdateMode::deferred)
+    for (std::size_t i = from; i < to; ++i) into[i - from] += pending_[i];
+}
+
 void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const {
   assert(begin + out.size() <= size());
-  visit_range(begin, begin + out.size(), [&](std::size_t, std::size_t from, std::size_t to) {
-    float* into = out.data() + (from - begin);
-    std::copy(arena_.begin() + static_cast<std::ptrdiff_t>(from), arena_.begin() + static_cast<std::ptrdiff_t>(to),
-              into);
-    if (mode_ == UpdateMode::deferred)
-      for (std::size_t i = from; i < to; ++i) into[i - from] += pending_[i];
-  });
+  visit_range(begin, begin + out.size(),
+              [&](std::size_t, std::size_t from, std::size_t to) { copy_model(from, to, out.data() + (from - begin)); });
 }
 
 void ParameterStore::fetch_range_with_outer(std::size_t begin, std::span<float> out, std::span<float> outer) {
@@ -79,10 +81,9 @@ void ParameterStore::fetch_range_with_outer(std::size_t begin, std::span<float> 
   make_outer();
   visit_range(begin, begin + out.size(), [&](std::size_t i, std::size_t from, std::size_t to) {
     if (!outer_ready_[i]) start_outer(i);
-    for (std::size_t k = from; k < to; ++k) {
-      out[k - begin] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
-      outer[k - begin] = outer_[k];
-    }
+    copy_model(from, to, out.data() + (from - begin));
+    std::copy(outer_.begin() + static_cast<std::ptrdiff_t>(from), outer_.begin() + static_cast<std::ptrdiff_t>(to),
+              outer.data() + (from - begin));
   });
 }
 
@@ -119,10 +120,8 @@ void ParameterStore::make_outer() {
 
 void ParameterStore::start_outer(std::size_t i) {
   const Tensor& t = tensors_[i];
-  for (std::size_t k = t.offset; k < t.offset + t.size; ++k) {
-    outer_[k] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
-    velocity_[k] = 0.0f;
-  }
+  copy_model(t.offset, t.offset + t.size, outer_.data() + t.offset);
+  std::fill_n(velocity_.begin() + static_cast<std::ptrdiff_t>(t.offset), t.size, 0.0f);
   outer_ready_[i] = true;
 }
 
@@ -135,14 +134,13 @@ void ParameterStore::outer_state(std::span<float> outer, std::span<float> veloci
   assert(outer.size() == size() && velocity.size() == size());
   const bool made = has_outer();
   visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
-    for (std::size_t k = from; k < to; ++k) {
-      if (made && outer_ready_[i]) {
-        outer[k] = outer_[k];
-        velocity[k] = velocity_[k];
-      } else {
-        outer[k] = arena_[k] + (mode_ == UpdateMode::deferred ? pending_[k] : 0.0f);
-        velocity[k] = 0.0f;
-      }
+    const auto first = static_cast<std::ptrdiff_t>(from), last = static_cast<std::ptrdiff_t>(to);
+    if (made && outer_ready_[i]) {
+      std::copy(outer_.begin() + first, outer_.begin() + last, outer.begin() + first);
+      std::copy(velocity_.begin() + first, velocity_.begin() + last, velocity.begin() + first);
+    } else {
+      copy_model(from, to, outer.data() + from);
+      std::fill(velocity.begin() + first, velocity.begin() + last, 0.0f);
     }
   });
 }

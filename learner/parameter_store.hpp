@@ -200,6 +200,9 @@ class ParameterStore {
     }
   }
 
+  // The model's floats [from, to) into `into`, with their pending updates in deferred mode: what a reader of the
+  // model sees. REQUIRES: the lock of every tensor the range touches.
+  void copy_model(std::size_t from, std::size_t to, float* into) const;
   // Allocates the outer state once (no tensor's ready); start_outer(i) makes tensor i's. REQUIRES: tensor i's lock.
   void make_outer();
   void start_outer(std::size_t i);
