@@ -15,6 +15,9 @@ static_assert(std::endian::native == std::endian::little, "the wire formats are 
 
 namespace {
 
+// bf16 goes through a buffer on the stack this many floats at a time.
+constexpr std::size_t kStagedFloats = 2048;
+
 Error malformed(std::string message) { return Error{.key = "frame payload", .message = std::move(message)}; }
 
 // Round to nearest, ties to even, on the binary32's bits; a NaN keeps its sign and becomes a quiet NaN (its payload
@@ -26,32 +29,32 @@ inline std::uint16_t to_bf16(float x) {
 }
 inline float from_bf16(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
 
+// A null residual: `in` alone, nothing kept.
 GRIDTRAIN_FLOAT_LOOP void bf16_run(std::size_t n, const float* __restrict in, float* __restrict residual,
                                    std::uint16_t* __restrict out) {
   for (std::size_t t = 0; t < n; ++t) {
-    const float x = in[t] + residual[t];
+    const float x = residual ? in[t] + residual[t] : in[t];
     out[t] = to_bf16(x);
     // A NaN or infinity goes out as it is; keeping x - x (NaN) would spoil this float's every later contribution.
-    residual[t] = std::isfinite(x) ? x - from_bf16(out[t]) : 0.0f;
+    if (residual) residual[t] = std::isfinite(x) ? x - from_bf16(out[t]) : 0.0f;
   }
-}
-GRIDTRAIN_FLOAT_LOOP void bf16_plain_run(std::size_t n, const float* __restrict in, std::uint16_t* __restrict out) {
-  for (std::size_t t = 0; t < n; ++t) out[t] = to_bf16(in[t]);
 }
 GRIDTRAIN_FLOAT_LOOP void bf16_decode_run(std::size_t n, const std::uint16_t* __restrict in, float* __restrict out) {
   for (std::size_t t = 0; t < n; ++t) out[t] = from_bf16(in[t]);
 }
 
-// x + residual into `sum`, and the block's largest |x| (an infinity makes it infinite; a NaN is passed over by max,
-// so the caller checks every float).
+// x + residual into `sum` (a null residual: x), and the block's largest |x|, or NaN where any sum is not finite
+// (max alone would pass a NaN over).
 GRIDTRAIN_FLOAT_LOOP float sum_run(std::size_t n, const float* __restrict in, const float* __restrict residual,
                                    float* __restrict sum) {
   float largest = 0;
+  bool finite = true;
   for (std::size_t t = 0; t < n; ++t) {
     sum[t] = residual ? in[t] + residual[t] : in[t];
     largest = std::max(largest, std::fabs(sum[t]));
+    finite &= std::isfinite(sum[t]);
   }
-  return largest;
+  return finite ? largest : std::numeric_limits<float>::quiet_NaN();
 }
 // q = x / scale rounded half away from zero, by a multiply (the same on every CPU: IEEE, no FMA), clamped.
 GRIDTRAIN_FLOAT_LOOP void quantize_run(std::size_t n, const float* __restrict x, float inverse, float scale,
@@ -84,8 +87,7 @@ void encode_int8(std::span<const float> in, std::span<float> residual, std::span
     const float largest = sum_run(n, in.data() + from, kept, sum);
     // A NaN or infinity anywhere makes the scale NaN: written so, refused where it is read. The block's residual is
     // dropped with it (kept, a NaN would spoil its every later contribution).
-    bool finite = std::isfinite(largest);
-    for (std::size_t t = 0; finite && t < n; ++t) finite = std::isfinite(sum[t]);
+    const bool finite = !std::isnan(largest);
     const float scale = finite ? largest / 127.0f : std::numeric_limits<float>::quiet_NaN();
     std::memcpy(at, &scale, sizeof scale);
     auto* q = reinterpret_cast<std::int8_t*>(at + sizeof scale);
@@ -135,13 +137,10 @@ void encode_wire(WireFormat format, std::span<const float> in, std::span<float> 
       return;
     case WireFormat::bf16: {
       // Through an aligned buffer: `out` need not be 2-byte aligned.
-      std::uint16_t halves[kInt8BlockFloats];
-      for (std::size_t from = 0; from < in.size(); from += kInt8BlockFloats) {
-        const std::size_t n = std::min(kInt8BlockFloats, in.size() - from);
-        if (residual.empty())
-          bf16_plain_run(n, in.data() + from, halves);
-        else
-          bf16_run(n, in.data() + from, residual.data() + from, halves);
+      std::uint16_t halves[kStagedFloats];
+      for (std::size_t from = 0; from < in.size(); from += kStagedFloats) {
+        const std::size_t n = std::min(kStagedFloats, in.size() - from);
+        bf16_run(n, in.data() + from, residual.empty() ? nullptr : residual.data() + from, halves);
         std::memcpy(out.data() + 2 * from, halves, 2 * n);
       }
       return;
@@ -160,9 +159,9 @@ Status decode_wire(WireFormat format, std::span<const std::byte> in, std::span<f
   switch (format) {
     case WireFormat::fp32: std::memcpy(out.data(), in.data(), in.size()); break;
     case WireFormat::bf16: {
-      std::uint16_t halves[kInt8BlockFloats];
-      for (std::size_t from = 0; from < out.size(); from += kInt8BlockFloats) {
-        const std::size_t n = std::min(kInt8BlockFloats, out.size() - from);
+      std::uint16_t halves[kStagedFloats];
+      for (std::size_t from = 0; from < out.size(); from += kStagedFloats) {
+        const std::size_t n = std::min(kStagedFloats, out.size() - from);
         std::memcpy(halves, in.data() + 2 * from, 2 * n);
         bf16_decode_run(n, halves, out.data() + from);
       }
