@@ -29,6 +29,10 @@ Status admit(const GridMasterState& s, const Join& join) {
     return refuse(fmt::format("a different model: signature {:016x} with {} floats, the cluster trains {:016x} "
                               "with {}",
                               join.model_signature, join.model_floats, s.setup.model_signature, s.setup.model_floats));
+  if (join.wire != s.settings.round.wire)
+    return refuse(fmt::format("allreduce.wire {} differs from the cluster's {}: every node of a line must encode its "
+                              "chunks alike",
+                              allreduce::wire_format_name(join.wire), allreduce::wire_format_name(s.settings.round.wire)));
   if (join.node_id == 0 || join.node_id == grid::kNoNode) return refuse("invalid node id");
   if (s.members.count(join.node_id))
     return refuse(fmt::format("node id {:016x} is already in the cluster", join.node_id));

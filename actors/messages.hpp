@@ -40,7 +40,8 @@ typename Inspector::result_type inspect(Inspector& f, RoundKey& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RoundConfig& x) {
   return f(caf::meta::type_name("round_config"), x.reduce_threshold, x.complete_threshold, x.advance_threshold,
-           x.quorum, x.quorum_timeout_ms, x.max_chunk_floats, x.elastic_rate, x.outer, x.outer_rate, x.outer_momentum);
+           x.quorum, x.quorum_timeout_ms, x.max_chunk_floats, x.elastic_rate, x.outer, x.outer_rate, x.outer_momentum,
+           x.wire);
 }
 
 }  // namespace gridtrain::allreduce
@@ -49,7 +50,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 8;  // 8: RoundConfig's outer optimizer
+inline constexpr std::uint32_t protocol_version = 9;  // 9: the wire format (RoundConfig, Join, frames)
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -124,13 +125,16 @@ struct Join {
   // It lost contact with its GridMaster and kept its lines (not Removed): if that GridMaster still has it, it is
   // told so (a Welcome with kept_place) rather than refused as a duplicate.
   bool lines_kept = false;
+  // The wire format its config asks for (allreduce.wire): a line's members must all encode alike, and a node that
+  // asked for another than the cluster's would silently run the cluster's, so it is refused.
+  allreduce::WireFormat wire = allreduce::WireFormat::fp32;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Join& x) {
   return f(caf::meta::type_name("join"), x.node_id, x.address, x.data_address, x.model_signature, x.model_floats,
            x.protocol, x.request, x.nonce, x.token_proof, x.node, x.dimension_nodes, x.line_masters, x.epoch, x.vote,
-           x.lines_kept);
+           x.lines_kept, x.wire);
 }
 
 // GridMaster -> Node: prove the token for your Join `request` over this nonce, which is good for that one Join

@@ -45,7 +45,7 @@ Join make_join(Self self, std::uint64_t request, std::uint64_t nonce, bool vote)
               s.setup.store->size(), protocol_version, request, nonce,
               nonce == 0 ? std::string() : token_proof(s.setup.credentials.token, s.setup.node_id, nonce),
               caf::actor_cast<caf::actor>(self), s.dimension_nodes, s.line_masters, s.epoch, vote,
-              s.phase == NodePhase::rejoining && s.lines_kept};
+              s.phase == NodePhase::rejoining && s.lines_kept, s.setup.config.allreduce.wire};
 }
 
 // Asks `to` (a member, which passes it on, or a GridMaster) to let this node in; the GridMaster's JoinChallenge

@@ -57,6 +57,9 @@ struct Send {
   std::size_t offset = 0;    // absolute
   std::uint32_t count = 1;   // scatter: 1 (our own values); reduced, delta: contributions averaged
   std::span<const float> data;
+  // A reduced chunk on a line whose wire format is not fp32: `data` encoded, once for every peer, in the Round's
+  // buffers; `data` itself then holds what these bytes decode to. Empty: the payload is `data` as fp32.
+  std::span<const std::byte> wire;
 };
 
 }  // namespace gridtrain::allreduce

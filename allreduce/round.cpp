@@ -38,7 +38,9 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   mode_ = config.quorum;
   // The owner sends each peer its delta (mean - its values) for the elastic update at α < 1, which adds α·delta;
   // the outer step needs the mean itself.
-  deltas_ = config.outer == OuterMode::elastic && config.elastic_rate != 1.0;
+  // the outer step needs the mean itself; so does a compressed line, whose owner encodes each mean once for all.
+  wire_ = config.wire;
+  deltas_ = config.outer == OuterMode::elastic && config.elastic_rate != 1.0 && wire_ == WireFormat::fp32;
   reduce_quorum_ = quorum(config.reduce_threshold, partition_.peers());
   complete_quorum_ = quorum(config.complete_threshold, partition_.chunk_count());
   block_ = partition_.block(self);
@@ -58,6 +60,16 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   delta_.assign(partition_.chunk_count(), 0);
   mean_order_.clear();
   mean_order_.reserve(partition_.chunk_count());  // a round then appends without allocating
+  wire_offsets_.clear();
+  if (wire_ != WireFormat::fp32) {
+    std::size_t bytes = 0;
+    for (std::uint32_t c = first_chunk_; c < first_chunk_ + our_chunks; ++c) {
+      wire_offsets_.push_back(bytes);
+      bytes += wire_bytes(wire_, partition_.chunk(c).length);
+    }
+    wire_offsets_.push_back(bytes);
+    wire_means_.resize(bytes);
+  }
 }
 
 Status Round::reshape(RoundKey key, std::size_t model_floats, std::uint32_t peers, std::uint32_t self,
@@ -108,7 +120,7 @@ std::span<const Send> Round::scatter(std::span<const float> ours) {
     for (std::uint32_t c = partition_.first_chunk(to); c < partition_.first_chunk(to + 1); ++c) {
       const Range r = partition_.chunk(c);
       outbox_.push_back(
-          {SendKind::scatter, to, c, r.offset, 1, ours.subspan(r.offset, r.length)});
+          {SendKind::scatter, to, c, r.offset, 1, ours.subspan(r.offset, r.length), {}});
     }
   }
   // Our own block needs no message: it is our contribution, received now. It counts now and is read when its chunk
@@ -185,7 +197,8 @@ bool Round::reduces_with(std::uint32_t c, std::uint32_t from) const {
 
 // The last contribution to a chunk, our own still to be read: the caller reduces the chunk over the model.
 std::optional<FoldTarget> Round::fold_target(std::uint32_t c, std::uint32_t from) {
-  if (!reduces_with(c, from) || contributions_[c - first_chunk_] + 1 != peers()) return std::nullopt;
+  if (wire_ != WireFormat::fp32 || !reduces_with(c, from) || contributions_[c - first_chunk_] + 1 != peers())
+    return std::nullopt;
   collect_theirs(c, from);  // folded() counts it
   std::span<float> mean;
   if (!deltas_) mean = std::span<float>(result_).subspan(partition_.chunk(c).offset, partition_.chunk(c).length);
@@ -222,14 +235,23 @@ void Round::reduced(std::uint32_t c) {
   counts_[c] = n;
   mean_order_.push_back(c);
   if (n < peers()) ++counters_.short_reductions;
+  const std::span<float> mean = std::span<float>(result_).subspan(r.offset, r.length);
+  std::span<const std::byte> wire;
+  if (wire_ != WireFormat::fp32) {
+    const std::span<std::byte> bytes(wire_means_.data() + wire_offsets_[k], wire_offsets_[k + 1] - wire_offsets_[k]);
+    encode_wire(wire_, mean, {}, bytes);
+    // Our own bytes decode, unless the mean holds a NaN or an infinity, for which int8 has no scale: then the mean
+    // stays as computed (diverged), and the peers refuse the bytes as they would any diverged values.
+    (void)decode_wire(wire_, bytes, mean);
+    wire = bytes;
+  }
   const std::uint32_t p = peers();
   for (std::uint32_t step = 1; step < p; ++step) {
     const std::uint32_t to = (self_ + step) % p;
     if (deltas_ && contributed_[std::size_t{k} * p + to]) {
-      outbox_.push_back({SendKind::delta, to, c, r.offset, n, contribution(c, to)});
+      outbox_.push_back({SendKind::delta, to, c, r.offset, n, contribution(c, to), {}});
     } else {
-      outbox_.push_back({SendKind::reduced, to, c, r.offset, n, std::span<const float>(result_).subspan(r.offset,
-                                                                                                      r.length)});
+      outbox_.push_back({SendKind::reduced, to, c, r.offset, n, mean, wire});
     }
   }
 }

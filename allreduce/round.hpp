@@ -114,6 +114,11 @@ struct FoldTarget {
 // contribution until the chunk is reduced, and writes its delta in its place. Except with α = 1 (deltas() false):
 // the mean goes to every peer, which then needs its copy, so that every peer's model becomes the same floats.
 //
+// On a line whose wire format is not fp32 (RoundConfig::wire), every mean must be the same floats on every peer
+// although it travels compressed: the owner encodes each chunk's mean once (Send::wire), for every peer, and keeps
+// in result() what those bytes decode to, so that its own update applies exactly what the peers decode. There are
+// no deltas then (each peer's would be encoded apart), and no folds (the mean must be encoded before it is applied).
+//
 // Memory is O(N): send buffer, result buffer, and our block's contributions from the p - 1 other peers, allocated
 // by create() and kept by reset(), which starts the next round of the same line in the same buffers: a round
 // allocates and zero-fills nothing.
@@ -266,6 +271,7 @@ class Round {
   std::uint32_t self_ = 0;
   QuorumMode mode_ = QuorumMode::timeout;
   bool deltas_ = true;
+  WireFormat wire_ = WireFormat::fp32;
   std::uint32_t reduce_quorum_ = 0;
   std::uint32_t complete_quorum_ = 0;
   Range block_{};                  // our block, absolute
@@ -282,6 +288,9 @@ class Round {
   std::vector<std::uint32_t> counts_;         // per chunk; 0 = no mean (yet)
   std::vector<std::uint8_t> delta_;           // per chunk: result_ holds a delta
   std::vector<std::uint32_t> mean_order_;     // the chunks with count > 0, in arrival order (capacity C, kept)
+  // wire_ not fp32: our block's means encoded, chunk k of our block at wire_offsets_[k].
+  UninitializedBuffer<std::byte> wire_means_;
+  std::vector<std::size_t> wire_offsets_;
 
   bool started_ = false;
   bool deadline_passed_ = false;

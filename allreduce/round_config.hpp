@@ -8,6 +8,7 @@
 
 #include "allreduce/outer_step.hpp"
 #include "allreduce/quorum.hpp"
+#include "allreduce/wire_codec.hpp"
 #include "base/range.hpp"
 #include "base/result.hpp"
 
@@ -52,6 +53,10 @@ struct RoundConfig {
   OuterMode outer = OuterMode::elastic;
   double outer_rate = 0.7;      // nesterov: η (DiLoCo's 0.7)
   double outer_momentum = 0.9;  // nesterov: μ (DiLoCo's 0.9)
+  // How a round's chunks go on the wire (allreduce/wire_codec.hpp): fp32 as they are; bf16 or int8 compressed,
+  // each node's contributions with error feedback, each mean encoded once by its owner, which applies the same
+  // decoded floats as every peer. Every member of a line must use the same: a joiner with another is refused.
+  WireFormat wire = WireFormat::fp32;
 
   OuterRates outer_rates() const { return {static_cast<float>(outer_rate), static_cast<float>(outer_momentum)}; }
 

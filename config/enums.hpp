@@ -11,10 +11,11 @@
 
 namespace gridtrain::config {
 
-// The quorum and outer modes live with the allreduce (allreduce/quorum.hpp, round_config.hpp); the config only spells
+// The quorum and outer modes and the wire format live with the allreduce (allreduce/quorum.hpp, round_config.hpp); the config only spells
 // them.
 using allreduce::OuterMode;
 using allreduce::QuorumMode;
+using allreduce::WireFormat;
 // model: gridnode trains learner.model; probe: a vector to average (learner/probe.hpp); external: the model belongs to
 // the process that hosts the node (the PyTorch front end), and the learner and data sections are not used.
 enum class LearnerKind { model, probe, external };
@@ -45,6 +46,10 @@ struct EnumNames<QuorumMode> {
 template <>
 struct EnumNames<OuterMode> {
   static constexpr std::string_view names[] = {"elastic", "nesterov"};
+};
+template <>
+struct EnumNames<WireFormat> {
+  static constexpr std::string_view names[] = {"fp32", "bf16", "int8"};
 };
 template <>
 struct EnumNames<LearnerKind> {

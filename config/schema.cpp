@@ -446,6 +446,9 @@ Schema::Schema() {
           "nesterov: η, the outer step's rate (DiLoCo: 0.7); 1 with outer_momentum 0 is plain averaging"));
   add(key(FIELD(allreduce, outer_momentum), NumberCodec{allreduce::kOuterMomentumRange}, round.outer_momentum,
           "nesterov: μ, the outer step's Nesterov momentum (DiLoCo: 0.9)"));
+  add(key(FIELD(allreduce, wire), EnumCodec<WireFormat>{}, round.wire,
+          "how chunks go on the wire: fp32, bf16 (half the bytes) or int8 (blocks of 2,048 with a scale each, about "
+          "a quarter), compressed with error feedback; every node of the cluster must use the same"));
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
           "one round per this many learner steps; 0 = paced by cpu_share"));
   add(key(FIELD(allreduce, cpu_share), NumberCodec{unit_interval}, 0.025,

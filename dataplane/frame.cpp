@@ -11,7 +11,7 @@ constexpr std::uint32_t kMagic = 0x46445447;  // "GTDF" read as a little-endian 
 void encode(const FrameHeader& h, std::span<std::byte, kFrameHeaderBytes> out) {
   wire::put<std::uint32_t>(out, 0, kMagic);
   wire::put<std::uint8_t>(out, 4, static_cast<std::uint8_t>(h.kind));
-  wire::put<std::uint8_t>(out, 5, 0);
+  wire::put<std::uint8_t>(out, 5, static_cast<std::uint8_t>(h.wire));
   wire::put<std::uint16_t>(out, 6, 0);
   wire::put<std::uint64_t>(out, 8, h.key.epoch);
   wire::put<std::uint64_t>(out, 16, h.key.layout_version);
@@ -29,8 +29,10 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   const auto kind = wire::get<std::uint8_t>(in, 4);
   if (kind < static_cast<std::uint8_t>(FrameKind::scatter) || kind > static_cast<std::uint8_t>(FrameKind::delta))
     return Error{.message = "frame of unknown kind " + std::to_string(kind)};
-  if (wire::get<std::uint8_t>(in, 5) != 0 || wire::get<std::uint16_t>(in, 6) != 0)
-    return Error{.message = "frame with reserved bytes set"};
+  const auto format = wire::get<std::uint8_t>(in, 5);
+  if (format > static_cast<std::uint8_t>(allreduce::WireFormat::int8))
+    return Error{.message = "frame of unknown wire format " + std::to_string(format)};
+  if (wire::get<std::uint16_t>(in, 6) != 0) return Error{.message = "frame with reserved bytes set"};
   FrameHeader h;
   h.kind = static_cast<FrameKind>(kind);
   h.key.epoch = wire::get<std::uint64_t>(in, 8);
@@ -42,9 +44,12 @@ Result<FrameHeader> decode_frame_header(std::span<const std::byte, kFrameHeaderB
   h.offset = wire::get<std::uint64_t>(in, 48);
   h.length = wire::get<std::uint32_t>(in, 56);
   h.count = wire::get<std::uint32_t>(in, 60);
+  h.wire = static_cast<allreduce::WireFormat>(format);
   if (h.length == 0) return Error{.message = "frame with an empty chunk"};
   if (h.count == 0) return Error{.message = "frame averaging no contributions"};
   if (h.kind == FrameKind::scatter && h.count != 1) return Error{.message = "scatter frame with a count other than 1"};
+  if (h.kind == FrameKind::delta && h.wire != allreduce::WireFormat::fp32)
+    return Error{.message = "delta frame in a compressed wire format"};
   return h;
 }
 

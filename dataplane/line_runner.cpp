@@ -44,6 +44,8 @@ bool LineRunner::start_line(LineSpec spec) {
   abandon_all();
   floor_ = std::max(floor_, incoming);
   line_ = std::move(spec);
+  if (line_->round.wire != allreduce::WireFormat::fp32 && residual_.size() != model_.floats)
+    residual_.assign(model_.floats, 0.0f);
   // The Rounds stay, to be reshaped for this line at their slot's first round (their buffers reused); a slot
   // with none allocates its Round then.
   for (Slot& slot : slots_) slot.reshape = true;
@@ -131,6 +133,17 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   const std::uint32_t p = round.peers();
   slot.fetched.assign(part.chunk_count(), 0);
   if (line_->round.outer == allreduce::OuterMode::nesterov) slot.anchor.resize(model_.floats);
+  if (line_->round.wire != allreduce::WireFormat::fp32) {
+    // Resized only where the line's partition asks more: retire() above copied aside any frame half written.
+    slot.wire_at.resize(part.chunk_count() + 1);
+    std::size_t bytes = 0;
+    for (std::uint32_t c = 0; c < part.chunk_count(); ++c) {
+      slot.wire_at[c] = bytes;
+      bytes += allreduce::wire_bytes(line_->round.wire, part.chunk(c).length);
+    }
+    slot.wire_at[part.chunk_count()] = bytes;
+    if (slot.wire_out.size() < bytes) slot.wire_out.resize(bytes);
+  }
   slot.held.clear();
   slot.next.assign(p, 0);
   slot.end.assign(p, 0);
@@ -186,6 +199,15 @@ void LineRunner::release(std::uint32_t i, std::uint32_t to, std::size_t n) {
       allreduce::Send direct = s;
       direct.data = model_.memory.subspan(s.offset, s.data.size());
       send_all(i, std::span<const allreduce::Send>(&direct, 1));
+    } else if (line_->round.wire != allreduce::WireFormat::fp32) {
+      // Compressed, with what earlier encodings of these floats dropped added in (error feedback).
+      fetch(i, s.chunk);
+      allreduce::Send encoded = s;
+      encoded.wire = std::span<std::byte>(slot.wire_out).subspan(slot.wire_at[s.chunk],
+                                                                 slot.wire_at[s.chunk + 1] - slot.wire_at[s.chunk]);
+      allreduce::encode_wire(line_->round.wire, s.data, std::span<float>(residual_).subspan(s.offset, s.data.size()),
+                             std::span<std::byte>(slot.wire_out).subspan(slot.wire_at[s.chunk], encoded.wire.size()));
+      send_all(i, std::span<const allreduce::Send>(&encoded, 1));
     } else {
       fetch(i, s.chunk);
       send_all(i, std::span<const allreduce::Send>(&s, 1));
@@ -208,7 +230,8 @@ void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> s
     h.offset = s.offset;
     h.length = static_cast<std::uint32_t>(s.data.size());
     h.count = s.count;
-    outbox_.send(line_->peers[s.to], h, s.data, SlotTag{dim_, slot});
+    h.wire = s.wire.empty() ? allreduce::WireFormat::fp32 : line_->round.wire;
+    outbox_.send(line_->peers[s.to], h, s.wire.empty() ? std::as_bytes(s.data) : s.wire, SlotTag{dim_, slot});
   }
 }
 
@@ -261,7 +284,7 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
   }
   if (incoming > ours) return landing_of(Landing::Kind::wait);
   if (h.key.dim != dim_ || h.key.line != line_->line || h.from >= line_->peers.size() ||
-      line_->peers[h.from] != sender || h.from == line_->self_index) {
+      line_->peers[h.from] != sender || h.from == line_->self_index || h.wire != line_->round.wire) {
     ++counters_.malformed;
     return drain;
   }
@@ -285,7 +308,7 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
   return drain;
 }
 
-void LineRunner::landed(const FrameHeader& h, const Landing& landing) {
+void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<const std::byte> staged) {
   if (landing.kind != Landing::Kind::direct) return;
   // The slot may have moved on while the payload came (a newer round, a new line): then it is stale. What it wrote
   // into the slot's newer round has no count there, so it changes nothing (a contribution's place is written by
@@ -293,6 +316,11 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing) {
   if (!line_ || landing.generation != generation_ || landing.slot >= slots_.size() || !slots_[landing.slot].active ||
       slots_[landing.slot].round->key().round != landing.round || !same_version(h.key)) {
     ++counters_.stale_dropped;
+    return;
+  }
+  if (h.wire != allreduce::WireFormat::fp32 && !allreduce::decode_wire(h.wire, staged, landing.into).ok()) {
+    // What it wrote has no count, so it changes nothing: the round goes on without this frame.
+    ++counters_.malformed;
     return;
   }
   Slot& slot = slots_[landing.slot];

@@ -98,8 +98,10 @@ struct SlotTag {
 class Outbox {
  public:
   virtual ~Outbox() = default;
-  // Queues a frame to `node`. `payload` stays valid and unchanged until the frame is written or retire(tag).
-  virtual void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) = 0;
+  // Queues a frame to `node`; `payload` is header.payload_bytes() long, in the header's wire format. It stays valid
+  // and unchanged until the frame is written or retire(tag).
+  virtual void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload,
+                    SlotTag tag) = 0;
   // The buffers of `tag` are about to be overwritten: frames not begun are dropped; the rest of one being written
   // is copied aside first.
   virtual void retire(SlotTag tag) = 0;
@@ -143,6 +145,8 @@ struct Landing {
     refuse,   // a length no line of ours can have: the link is closed
   };
   Kind kind = Kind::drain;
+  // direct: the chunk's floats. An fp32 payload is read straight into them; a compressed one (the header's wire
+  // format) into the reader's own buffer, which landed() decodes into them.
   std::span<float> into;
   std::uint32_t slot = 0;
   std::uint64_t round = 0;
@@ -172,8 +176,10 @@ class LineRunner {
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
   // refuse. A frame whose `from` is not the sender's index in our line is malformed.
   Landing land(std::uint64_t sender, const FrameHeader& header);
-  // Its payload is where land() said.
-  void landed(const FrameHeader& header, const Landing& landing);
+  // Its payload is where land() said; a compressed one is in `staged`, header.payload_bytes() long, and is decoded
+  // here. A payload that does not decode (a bad length, scale or value) is counted malformed and does not count:
+  // the round goes on as if that peer's frame had not come.
+  void landed(const FrameHeader& header, const Landing& landing, std::span<const std::byte> staged = {});
 
   // The line version this runner holds, if any: a waiting frame of a newer one waits for start_line.
   std::optional<std::pair<std::uint64_t, std::uint64_t>> version() const;
@@ -192,6 +198,9 @@ class LineRunner {
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
     std::vector<std::uint8_t> fetched;  // per chunk: kFetched, kFolded or 0
     std::vector<float> anchor;          // allreduce.outer nesterov: the outer parameters fetched with each chunk
+    // A compressed line: our scatter chunks encoded as each goes out, chunk c at wire_at[c] (its own block's unused).
+    std::vector<std::byte> wire_out;
+    std::vector<std::size_t> wire_at;
     std::vector<allreduce::Send> held;  // our scatter chunks, by peer, in chunk order (capacity kept)
     std::vector<std::size_t> next;      // per peer: its next chunk in held
     std::vector<std::size_t> end;       // per peer: the end of its chunks in held
@@ -224,6 +233,10 @@ class LineRunner {
   // waits for its line.
   std::pair<std::uint64_t, std::uint64_t> floor_{0, 0};
   std::uint64_t generation_ = 0;
+  // A compressed line's error feedback: per float of the model, what encoding our contributions dropped, added to
+  // the next contribution of that float. Kept across lines, since it is this node's, whichever peer owns the chunk
+  // now; zero for a node that starts (it has sent nothing).
+  std::vector<float> residual_;
 };
 
 }  // namespace gridtrain::dataplane

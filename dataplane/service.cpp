@@ -77,7 +77,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   EndpointState(Service::Impl& service, EndpointSetup setup);
 
   // Outbox
-  void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override;
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag) override;
   void retire(SlotTag tag) override;
   bool kernel_reads_payload(std::uint64_t node) const override;
 
@@ -85,7 +85,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   void update_links();
   void resume_waiting(std::uint32_t dim);
   void attach_inbound(std::uint64_t peer, tcp::socket socket, std::unique_ptr<TlsSession> tls);
-  void deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload);
+  void deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<std::byte> payload);
   void close();
   LineRunner* runner(std::uint32_t dim) { return dim < kMaxLineDims ? runners[dim].get() : nullptr; }
 
@@ -98,7 +98,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   struct Held {
     std::uint64_t from;
     FrameHeader header;
-    std::vector<float> payload;
+    std::vector<std::byte> payload;
   };
   std::deque<Held> held;  // local frames of a newer line version
   struct Refused {
@@ -158,7 +158,7 @@ struct Link : std::enable_shared_from_this<Link> {
   bool dialer() const { return endpoint.setup.node_id < peer; }
   DimensionCounters& counters(std::uint32_t dim) { return endpoint.counters[std::min(dim, kMaxLineDims - 1)]; }
 
-  void enqueue(const FrameHeader& header, std::span<const float> payload, SlotTag tag);
+  void enqueue(const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag);
   void retire(SlotTag tag);
   void dial();
   void start_handshake_as_dialer(tcp::socket s);
@@ -205,9 +205,10 @@ struct Link : std::enable_shared_from_this<Link> {
   FrameHeader current;
   Landing landing;
   std::size_t payload_got = 0;
+  std::vector<std::byte> staged;  // a compressed payload, read whole before it is decoded (capacity kept)
 };
 
-void Link::enqueue(const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
+void Link::enqueue(const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag) {
   DimensionCounters& c = counters(tag.dim);
   if (state == State::closed) {
     ++c.frames_unsent;
@@ -219,9 +220,9 @@ void Link::enqueue(const FrameHeader& header, std::span<const float> payload, Sl
       ++c.frames_unsent;
       return;
     }
-    std::vector<float> copy(payload.begin(), payload.end());
+    std::vector<std::byte> copy(payload.begin(), payload.end());
     ++c.frames_sent;
-    c.bytes_sent += payload.size_bytes();
+    c.bytes_sent += payload.size();
     asio::post(endpoint.service.service.context(),
                [target = std::weak_ptr<EndpointState>(target), from = endpoint.setup.node_id, header,
                 copy = std::move(copy)]() mutable {
@@ -231,7 +232,7 @@ void Link::enqueue(const FrameHeader& header, std::span<const float> payload, Sl
   }
   OutFrame& f = queue.emplace_back();
   encode(header, std::span<std::byte, kFrameHeaderBytes>(f.header));
-  f.payload = std::as_bytes(payload);
+  f.payload = payload;
   f.tag = tag;
   pump_write();
 }
@@ -611,7 +612,11 @@ void Link::pump_read() {
         if (!runner || runner->generation() != landing.generation) landing.kind = Landing::Kind::drain;
       }
       switch (landing.kind) {
-        case Landing::Kind::direct: to = reinterpret_cast<std::byte*>(landing.into.data()) + payload_got; break;
+        case Landing::Kind::direct:
+          to = current.wire == allreduce::WireFormat::fp32
+                   ? reinterpret_cast<std::byte*>(landing.into.data()) + payload_got
+                   : staged.data() + payload_got;
+          break;
         default: to = drain.data(); break;
       }
       want = total - payload_got;
@@ -651,7 +656,7 @@ void Link::pump_read() {
     if (payload_got < current.payload_bytes()) continue;
     in_payload = false;
     if (landing.kind == Landing::Kind::direct) {
-      if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->landed(current, landing);
+      if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->landed(current, landing, staged);
     }
   }
   asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
@@ -678,6 +683,9 @@ void Link::resume() {
   paused = false;
   in_payload = true;
   payload_got = 0;
+  // At most a line's largest chunk (land() refused longer), encoded: no larger than its fp32 payload.
+  if (landing.kind == Landing::Kind::direct && current.wire != allreduce::WireFormat::fp32)
+    staged.resize(current.payload_bytes());
   pump_read();
 }
 
@@ -697,7 +705,8 @@ bool EndpointState::kernel_reads_payload(std::uint64_t node) const {
   return it != links.end() && !it->second->local && !service.service.options().tls;
 }
 
-void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) {
+void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload,
+                         SlotTag tag) {
   auto it = links.find(node);
   if (it == links.end()) {
     ++counters[std::min(tag.dim, kMaxLineDims - 1)].frames_unsent;
@@ -768,18 +777,22 @@ void EndpointState::attach_inbound(std::uint64_t peer, tcp::socket socket, std::
   it->second->open_with(std::move(socket), std::move(tls));
 }
 
-void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<float> payload) {
+void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<std::byte> payload) {
   if (closed) return;
   LineRunner* r = runner(header.key.dim);
-  if (!r || payload.size() != header.length) return;
+  if (!r || payload.size() != header.payload_bytes()) return;
   const Landing landing = r->land(from, header);
   switch (landing.kind) {
     case Landing::Kind::wait:
       if (held.size() < kMaxHeldLocalFrames) held.push_back({from, header, std::move(payload)});
       return;
     case Landing::Kind::direct:
-      std::copy(payload.begin(), payload.end(), landing.into.begin());
-      r->landed(header, landing);
+      if (header.wire == allreduce::WireFormat::fp32) {
+        std::memcpy(landing.into.data(), payload.data(), payload.size());
+        r->landed(header, landing);
+      } else {
+        r->landed(header, landing, payload);
+      }
       return;
     case Landing::Kind::refuse: ++refused.oversized; return;
     case Landing::Kind::drain: return;

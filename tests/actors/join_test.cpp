@@ -55,6 +55,20 @@ TEST_CASE("a node with a different model is rejected with a reason, and ends") {
   CHECK(members_listed(cluster) == 1);
 }
 
+TEST_CASE("a node whose chunks would go on the wire in another format is rejected with a reason, and ends") {
+  DeterministicCluster cluster(cluster_config(2, 1.0));
+  cluster.add(1, make_store(64, 1.0f));
+  auto setup = cluster.setup(2, make_store(64, 1.0f));
+  setup.config.allreduce.wire = allreduce::WireFormat::int8;
+  cluster.start(setup);
+  cluster.sim().run();
+  const auto outcome = cluster.outcome(2);
+  CHECK(outcome.result == actors::JoinResult::rejected);
+  CHECK(outcome.reason.find("allreduce.wire int8 differs from the cluster's fp32") != std::string::npos);
+  CHECK(cluster.ended(2));
+  CHECK(cluster.members() == std::vector<std::uint64_t>{1});
+}
+
 TEST_CASE("a node that cannot prove the cluster token is rejected; one that can is welcomed") {
   TokenFile right("alpha"), wrong("beta");
   auto config = cluster_config(2, 1.0);

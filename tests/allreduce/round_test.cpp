@@ -397,7 +397,7 @@ TEST_CASE("a duplicate message is counted once and reported as duplicate") {
   CHECK(line.deliver(scatter) == Verdict::duplicate);
   Message reduced = scatter;
   reduced.from = 1;
-  reduced.send = {SendKind::reduced, 0, 1, 2, 3, line.peer(1).result().subspan(2, 2)};
+  reduced.send = {SendKind::reduced, 0, 1, 2, 3, line.peer(1).result().subspan(2, 2), {}};
   CHECK(line.deliver(reduced) == Verdict::duplicate);
   CHECK(line.peer(1).counters().duplicate == 1);
   CHECK(line.peer(0).counters().duplicate == 1);

@@ -173,6 +173,8 @@ TEST_CASE("out-of-range values are rejected with the allowed range") {
        "allreduce.outer_momentum", "expected a number in [0, 1), found 1"},
       {"an unknown outer mode", "allreduce: {outer: adam}\n", {}, file, 1, 20, "allreduce.outer",
        "expected one of elastic|nesterov, found adam"},
+      {"an unknown wire format", "allreduce:\n  wire: fp8\n", {}, file, 2, 9, "allreduce.wire",
+       "expected one of fp32|bf16|int8, found fp8"},
       {"an unknown rate scaling", "learner:\n  optimizer: {scale_with_nodes: cube}\n", {}, file, 2, 33,
        "learner.optimizer.scale_with_nodes", "expected one of none|linear|sqrt, found cube"},
       {"a negative warm-up", "learner:\n  optimizer:\n    warmup_epochs: -1\n", {}, file, 3, 20,

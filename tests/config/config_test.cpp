@@ -275,6 +275,7 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.allreduce.outer = OuterMode::nesterov;
   c.allreduce.outer_rate = 2.0;
   c.allreduce.outer_momentum = 0.0;
+  c.allreduce.wire = WireFormat::int8;
   c.allreduce.every_steps = 1000000;
   c.allreduce.cpu_share = 1.0 / 3.0;
   c.allreduce.line_settle_ms = 60000;

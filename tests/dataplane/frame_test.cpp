@@ -46,6 +46,19 @@ TEST_CASE("a frame header round-trips, little-endian at the documented offsets")
   CHECK(decoded.value().payload_bytes() == 65536 * 4);
 }
 
+TEST_CASE("the wire format rides at offset 5 and sizes the payload") {
+  FrameHeader h = sample();
+  h.wire = gridtrain::allreduce::WireFormat::int8;
+  const Bytes b = encoded(h);
+  CHECK(b[5] == std::byte{2});
+  auto decoded = decode_frame_header(b);
+  REQUIRE(decoded.ok());
+  CHECK(decoded.value() == h);
+  CHECK(decoded.value().payload_bytes() == 65536 + 4 * 32);  // a byte a float, a 4-byte scale per 2,048
+  h.wire = gridtrain::allreduce::WireFormat::bf16;
+  CHECK(decode_frame_header(encoded(h)).value().payload_bytes() == 65536 * 2);
+}
+
 TEST_CASE("a header that is not a frame, or a frame that cannot be one, is refused with why") {
   auto refused = [](Bytes b, const char* why) {
     auto decoded = decode_frame_header(b);
@@ -61,6 +74,13 @@ TEST_CASE("a header that is not a frame, or a frame that cannot be one, is refus
   b = encoded(sample());
   b[6] = std::byte{1};
   refused(b, "reserved");
+  b = encoded(sample());
+  b[5] = std::byte{3};
+  refused(b, "unknown wire format");
+  FrameHeader compressed_delta = sample();
+  compressed_delta.kind = FrameKind::delta;
+  compressed_delta.wire = gridtrain::allreduce::WireFormat::bf16;
+  refused(encoded(compressed_delta), "delta frame in a compressed");
   FrameHeader h = sample();
   h.length = 0;
   refused(encoded(h), "empty chunk");

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "allreduce/elastic_update.hpp"
+#include "allreduce/wire_codec.hpp"
 #include "dataplane/line_runner.hpp"
 
 using namespace gridtrain;
@@ -22,9 +25,15 @@ struct Frame {
   std::uint64_t from = 0;
   std::uint64_t to = 0;
   FrameHeader header;
-  std::vector<float> payload;
+  std::vector<std::byte> payload;  // in the header's wire format
   SlotTag tag;
-  const float* source = nullptr;  // where the runner's payload lay: the model, or its Round's buffers
+  const std::byte* source = nullptr;  // where the runner's payload lay: the model, or its Round's buffers
+  // An fp32 payload's floats.
+  std::vector<float> floats() const {
+    std::vector<float> out(payload.size() / sizeof(float));
+    std::memcpy(out.data(), payload.data(), out.size() * sizeof(float));
+    return out;
+  }
 };
 
 // The frames in flight between the nodes of the test, first in, first out.
@@ -52,7 +61,8 @@ struct TestNode : Outbox {
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);
   }
-  void send(std::uint64_t node, const FrameHeader& header, std::span<const float> payload, SlotTag tag) override {
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag) override {
+    REQUIRE(payload.size() == header.payload_bytes());
     wire.frames.push_back({id, node, header, {payload.begin(), payload.end()}, tag, payload.data()});
   }
   // The wire copies a payload as it is sent, as the kernel does: a frame may come straight from the model, unless
@@ -120,9 +130,14 @@ struct Line {
     TestNode& to = by_id(f.to);
     const Landing landing = to.runner->land(f.from, f.header);
     if (landing.kind == Landing::Kind::direct) {
-      REQUIRE(landing.into.size() == f.payload.size());
-      std::copy(f.payload.begin(), f.payload.end(), landing.into.begin());
-      to.runner->landed(f.header, landing);
+      REQUIRE(landing.into.size() == f.header.length);
+      if (f.header.wire == allreduce::WireFormat::fp32) {
+        REQUIRE(landing.into.size_bytes() == f.payload.size());
+        std::memcpy(landing.into.data(), f.payload.data(), f.payload.size());
+        to.runner->landed(f.header, landing);
+      } else {
+        to.runner->landed(f.header, landing, f.payload);  // staged whole, as a link does
+      }
     }
     if (landing.kind == Landing::Kind::wait) waiting.push_back(f);
     return landing.kind;
@@ -166,7 +181,7 @@ TEST_CASE("a line of three runs a round to the exact mean, and each node tells t
 
 TEST_CASE("round after round runs in the same buffers: round 5's frames come from where round 1's came from") {
   Line line(3, 12, exact(4), 2);  // α = 1: the mean to every peer, so every value is copied as it goes
-  std::vector<std::set<const float*>> sources(7);  // per round: where its frames' payloads lay
+  std::vector<std::set<const std::byte*>> sources(7);  // per round: where its frames' payloads lay
   for (std::uint64_t r = 1; r <= 6; ++r) {
     for (auto& n : line.nodes) n->runner->start_round(line.key(r));
     for (const Frame& f : line.wire.frames) sources[r].insert(f.source);
@@ -191,7 +206,7 @@ TEST_CASE("where only the kernel reads a frame, a node's values go out straight 
     REQUIRE_FALSE(line.wire.frames.empty());
     for (const Frame& f : line.wire.frames) {
       REQUIRE(f.header.kind == FrameKind::scatter);
-      CHECK(f.source == line.by_id(f.from).model.data() + f.header.offset);  // no copy
+      CHECK(f.source == std::as_bytes(std::span(line.by_id(f.from).model)).data() + f.header.offset * 4);  // no copy
     }
     line.deliver_all();
     for (auto& n : line.nodes) CHECK(n->done() == r);
@@ -436,8 +451,10 @@ TEST_CASE("with two peers a chunk of our block is folded: models and frames bit 
       while (!line.wire.frames.empty()) {
         Frame f = std::move(line.wire.frames.front());
         line.wire.frames.pop_front();
-        if (f.header.kind == FrameKind::delta)
-          reduced[f.from == 10 ? 0 : 1].insert(reduced[f.from == 10 ? 0 : 1].end(), f.payload.begin(), f.payload.end());
+        if (f.header.kind == FrameKind::delta) {
+          const std::vector<float> delta = f.floats();
+          reduced[f.from == 10 ? 0 : 1].insert(reduced[f.from == 10 ? 0 : 1].end(), delta.begin(), delta.end());
+        }
         line.deliver(f);
       }
       for (auto& n : line.nodes) REQUIRE(n->done() == r);
@@ -504,4 +521,148 @@ TEST_CASE("lines of three and five fold each chunk of a node's block at its last
       CHECK(std::memcmp(folded[i].data(), three[i].data(), three[i].size() * sizeof(float)) == 0);
     }
   }
+}
+
+// -- compressed lines (allreduce.wire bf16, int8) -------------------------------------------------------------------
+
+namespace {
+
+// Floats that int8 cannot carry exactly: varied magnitudes within each block.
+float rough(std::uint32_t node, std::size_t j) {
+  return 0.37f * static_cast<float>(node + 1) + 0.013f * static_cast<float>((j * 7919 + node * 31) % 1000) - 6.1f;
+}
+
+allreduce::RoundConfig on_wire(allreduce::RoundConfig c, allreduce::WireFormat wire) {
+  c.wire = wire;
+  return c;
+}
+
+// Node i's model: rough(i, j). (A Line is not moved: its nodes hold its wire.)
+void roughen(Line& line) {
+  for (std::uint32_t i = 0; i < line.nodes.size(); ++i)
+    for (std::size_t j = 0; j < line.nodes[i]->model.size(); ++j) line.nodes[i]->model[j] = rough(i, j);
+}
+
+}  // namespace
+
+TEST_CASE("a compressed line gives every node the same mean: at α = 1 the models come out the same floats") {
+  for (const auto wire : {allreduce::WireFormat::bf16, allreduce::WireFormat::int8}) {
+    CAPTURE(allreduce::wire_format_name(wire));
+    constexpr std::size_t kFloats = 3 * 5000;
+    Line line(3, kFloats, on_wire(exact(3000), wire));  // chunks of 3000: int8 blocks of 2048 and 952
+    roughen(line);
+    std::vector<float> mean(kFloats);
+    for (std::size_t j = 0; j < kFloats; ++j) mean[j] = (rough(0, j) + rough(1, j) + rough(2, j)) / 3;
+    line.round(1);
+    float worst = 0;
+    for (auto& n : line.nodes) {
+      CAPTURE(n->id);
+      REQUIRE(n->done() == 1);
+      CHECK(n->counters.malformed == 0);
+      CHECK(std::memcmp(n->model.data(), line.nodes[0]->model.data(), kFloats * sizeof(float)) == 0);
+      for (std::size_t j = 0; j < kFloats; ++j) worst = std::max(worst, std::abs(n->model[j] - mean[j]));
+    }
+    // Each contribution and the mean are encoded once: |x| < 20 here, an int8 step at most 20/127, half a step
+    // each way; bf16 keeps 8 bits of mantissa.
+    CHECK(worst > 0);
+    CHECK(worst <= (wire == allreduce::WireFormat::int8 ? 20.0f / 127 : 20.0f / 128));
+  }
+}
+
+TEST_CASE("int8 on the wire sends at most 0.27 of fp32's bytes, bf16 half") {
+  constexpr std::size_t kFloats = 4 * 8192;
+  allreduce::RoundConfig c = exact(4096);
+  c.elastic_rate = 0.5;
+  auto bytes = [&](allreduce::WireFormat wire) {
+    Line line(4, kFloats, on_wire(c, wire));
+    roughen(line);
+    std::uint64_t sent = 0;  // payload bytes, as the links count them
+    for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+    while (!line.wire.frames.empty()) {
+      Frame f = std::move(line.wire.frames.front());
+      line.wire.frames.pop_front();
+      sent += f.payload.size();
+      line.deliver(f);
+    }
+    for (auto& n : line.nodes) REQUIRE(n->done() == 1);
+    return static_cast<double>(sent);
+  };
+  const double fp32 = bytes(allreduce::WireFormat::fp32);
+  CHECK(fp32 == 2.0 * 3 * kFloats * sizeof(float));  // each float out to its owner by 3 peers, and back to them
+  CHECK(bytes(allreduce::WireFormat::bf16) == doctest::Approx(fp32 / 2));
+  CHECK(bytes(allreduce::WireFormat::int8) <= 0.27 * fp32);
+}
+
+TEST_CASE("a compressed payload that does not decode is counted and does not count: the round goes on without it") {
+  allreduce::RoundConfig c = exact(8);
+  c.reduce_threshold = c.complete_threshold = 0.5;  // a line of 3 reduces a chunk from 2 of its peers
+  c.elastic_rate = 0.5;
+  Line line(3, 24, on_wire(c, allreduce::WireFormat::int8));
+  roughen(line);
+  const std::vector<float> before = line.nodes[0]->model;
+  for (auto& n : line.nodes) n->runner->start_round(line.key(1));
+  std::size_t spoiled = 0;
+  for (Frame& f : line.wire.frames) {
+    if (f.from == 20 && f.to == 10 && f.header.kind == FrameKind::scatter) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::memcpy(f.payload.data(), &nan, sizeof nan);  // the block's scale
+      ++spoiled;
+    }
+  }
+  REQUIRE(spoiled == 1);
+  line.deliver_all();
+  TestNode& owner = *line.nodes[0];
+  CHECK(owner.counters.malformed == 1);
+  CHECK(owner.done() == 1);
+  // Its block was reduced over node 30's contribution and its own, not node 20's: moved halfway towards that mean.
+  for (std::size_t j = 0; j < 8; ++j) {
+    const float mean = (before[j] + rough(2, j)) / 2;
+    CHECK(std::abs(owner.model[j] - (before[j] + 0.5f * (mean - before[j]))) <= 0.05f);
+    CHECK(std::isfinite(owner.model[j]));
+  }
+}
+
+TEST_CASE("error feedback: what a contribution's encoding dropped goes out with the next, across a line change") {
+  // Node 20's values do not move (no update): without error feedback every round would send the same bytes, off by
+  // the same error; with it the contributions' average closes in on the values.
+  allreduce::RoundConfig c = exact(4096);
+  c.elastic_rate = 0.5;
+  constexpr std::size_t kFloats = 2 * 4096;
+  Line line(2, kFloats, on_wire(c, allreduce::WireFormat::int8));
+  roughen(line);
+  for (auto& n : line.nodes) n->access.update = [](const allreduce::Round&, std::size_t, std::size_t, float) {};
+  const std::vector<float> values = line.nodes[1]->model;
+  std::vector<double> sum(4096, 0.0);  // node 20's contributions to node 10's block
+  std::vector<float> first(4096);
+  constexpr int kRounds = 16;
+  for (int r = 1; r <= kRounds; ++r) {
+    if (r == kRounds / 2) {
+      // A new version of the line: the residual is the node's, and goes on.
+      line.spec.layout_version += 1;
+      line.start_line(0, line.spec);
+      line.start_line(1, line.spec);
+    }
+    for (auto& n : line.nodes) n->runner->start_round(line.key(static_cast<std::uint64_t>(r)));
+    for (const Frame& f : line.wire.frames) {
+      if (f.from != 20 || f.header.kind != FrameKind::scatter) continue;
+      std::vector<float> decoded(f.header.length);
+      REQUIRE(allreduce::decode_wire(f.header.wire, f.payload, decoded).ok());
+      for (std::size_t j = 0; j < decoded.size(); ++j) sum[f.header.offset + j] += decoded[j];
+      const auto at = first.begin() + static_cast<std::ptrdiff_t>(f.header.offset);
+      if (r == 1) std::copy(decoded.begin(), decoded.end(), at);
+      // The first contribution of the new line version is not the first round's again: it carries the residual.
+      if (r == kRounds / 2) CHECK_FALSE(std::equal(decoded.begin(), decoded.end(), at));
+    }
+    line.deliver_all();
+  }
+  double once = 0, averaged = 0;
+  for (std::size_t j = 0; j < 4096; ++j) {
+    once = std::max(once, static_cast<double>(std::abs(first[j] - values[j])));
+    averaged = std::max(averaged, std::abs(sum[j] / kRounds - values[j]));
+  }
+  CAPTURE(once);
+  CAPTURE(averaged);
+  CHECK(once > 0);
+  // The residual stays within one encoding's error, so the average's error falls as 1/rounds.
+  CHECK(averaged <= 2 * once / kRounds);
 }

@@ -302,6 +302,44 @@ TEST_CASE("a line of nodes in one process runs its rounds through memory") {
   CHECK(n2.read()[1] == 11.0f);
 }
 
+TEST_CASE("compressed chunks over TCP and through memory: the same models on every node, a quarter of the bytes") {
+  for (const auto wire : {allreduce::WireFormat::bf16, allreduce::WireFormat::int8}) {
+    CAPTURE(allreduce::wire_format_name(wire));
+    allreduce::RoundConfig config = exact();
+    config.wire = wire;
+    // Two processes over TCP (a chunk's payload comes in many reads), and three nodes of one process.
+    auto a = service(), b = service();
+    Node n1(*a, 1, 300000, 0.0f), n2(*b, 2, 300000, 10.0f);
+    start_line({&n1, &n2}, {a->address(), b->address()}, 3, config);
+    auto s = service();
+    Node m1(*s, 11, 5000, 0.0f), m2(*s, 12, 5000, 10.0f), m3(*s, 13, 5000, 20.0f);
+    start_line({&m1, &m2, &m3}, {"", "", ""}, 4, config);
+    for (std::uint64_t r = 1; r <= 3; ++r) {
+      for (Node* n : {&n1, &n2}) n->endpoint->start_round(key(3, r));
+      for (Node* n : {&m1, &m2, &m3}) n->endpoint->start_round(key(4, r));
+      for (Node* n : {&n1, &n2, &m1, &m2, &m3}) REQUIRE(n->wait_done(r));
+    }
+    // α = 1: every node applied the same decoded mean, so the models are the same floats, near the exact mean.
+    const auto tcp = n1.read(), memory = m1.read();
+    CHECK(tcp == n2.read());
+    CHECK(memory == m2.read());
+    CHECK(memory == m3.read());
+    // Values up to about 1,030: an int8 step is at most 1030/127, a bf16 one 1030/128. A contribution (with what
+    // the last one's encoding kept back) and the mean are each off by about a step at most.
+    const float bound = 2 * 1030.0f / (wire == allreduce::WireFormat::int8 ? 127 : 128);
+    for (std::size_t j = 0; j < tcp.size(); j += 997)
+      CHECK(std::abs(tcp[j] - (5.0f + static_cast<float>(j % 1000))) <= bound);
+    for (std::size_t j = 0; j < memory.size(); j += 97)
+      CHECK(std::abs(memory[j] - (10.0f + static_cast<float>(j % 1000))) <= bound);
+    const DimensionCounters& c = n1.endpoint->counters(0);
+    const double fp32 = 3.0 * 300000 * sizeof(float);  // 3 rounds' bytes out at fp32 (see the test above)
+    CHECK(c.bytes_sent <= (wire == allreduce::WireFormat::int8 ? 0.27 : 0.5) * fp32);
+    CHECK(c.bytes_received == c.bytes_sent);
+    CHECK(c.malformed == 0);
+    CHECK(n1.endpoint->refusals().total() + n2.endpoint->refusals().total() == 0);
+  }
+}
+
 TEST_CASE("TlsContext::load says which file is wrong and why") {
   testing::TestCertificates ours({"a", "b"}), theirs({"x"});
   auto refused = [](const TlsFiles& files) {

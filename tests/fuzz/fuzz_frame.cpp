@@ -1,7 +1,8 @@
 // The data plane's receiving side: bytes as they would come from a line peer's connection, frame after frame,
 // through the same steps as the service's reader (decode_frame_header, LineRunner::land, the payload where land()
 // says, LineRunner::landed). The line: 3 peers (node ids 10, 11, 12), we are index 0, a model of 64 floats in chunks
-// of at most 8. The first byte picks the sender (11, 12, or a node not in the line).
+// of at most 8. The first byte picks the sender (byte % 3: 11, 12, or a node not in the line) and the line's wire
+// format (byte / 3 % 3: fp32, bf16, int8), whose compressed payloads the runner decodes.
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
@@ -19,7 +20,7 @@ using namespace gridtrain;
 using namespace gridtrain::dataplane;
 
 struct NoOutbox : Outbox {
-  void send(std::uint64_t, const FrameHeader&, std::span<const float>, SlotTag) override {}
+  void send(std::uint64_t, const FrameHeader&, std::span<const std::byte>, SlotTag) override {}
   void retire(SlotTag) override {}
   bool kernel_reads_payload(std::uint64_t) const override { return true; }  // sends straight from the model
 };
@@ -63,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   spec.round.quorum = allreduce::QuorumMode::fraction;
   spec.round.max_chunk_floats = 8;
   spec.round.elastic_rate = 0.5;
+  spec.round.wire = static_cast<allreduce::WireFormat>(data[0] / 3 % 3);
   spec.rounds_in_flight = 2;
   require(runner.start_line(spec));
 
@@ -91,11 +93,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t payload = std::min(h.payload_bytes(), stream.size());
     if (landing.kind == Landing::Kind::direct) {
       require(landing.into.size() == h.length);
-      std::memcpy(landing.into.data(), stream.data(), payload);
+      // fp32 straight into place; a compressed payload is staged whole, as the reader does
+      if (h.wire == allreduce::WireFormat::fp32) std::memcpy(landing.into.data(), stream.data(), payload);
     }
     if (payload < h.payload_bytes()) return 0;  // the stream ended inside the payload
+    const std::vector<std::byte> staged(stream.begin(), stream.begin() + static_cast<std::ptrdiff_t>(payload));
     stream = stream.subspan(payload);
-    runner.landed(h, landing);
+    runner.landed(h, landing, h.wire == allreduce::WireFormat::fp32 ? std::span<const std::byte>() : staged);
     // Now and then the control plane's side: the LineMaster starts the round this frame named, or its deadline.
     if (!stream.empty() && (static_cast<unsigned>(stream[0]) & 0xF0) == 0xA0) {
       if (static_cast<unsigned>(stream[0]) & 1) runner.deadline(h.key);
