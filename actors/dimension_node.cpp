@@ -47,11 +47,13 @@ bool current(const DimensionNodeState& s, const allreduce::RoundKey& key) {
          std::tie(key.epoch, key.layout_version) == std::tie(s.line->epoch, s.line->layout_version);
 }
 
-// In timeout quorum mode, the round's deadline: the data plane is told when it has passed.
-void arm_deadline(Self self, const allreduce::RoundKey& key) {
+// In timeout quorum mode, the round's deadline: the data plane is told when it has passed (after the quorum
+// timeout, or `after`, which the data plane asked for because the round's frames were still landing).
+void arm_deadline(Self self, const allreduce::RoundKey& key, std::optional<std::uint32_t> after = std::nullopt) {
   const allreduce::RoundConfig& round = self->state.line->settings.round;
   if (round.quorum == allreduce::QuorumMode::timeout)
-    self->delayed_send(self, std::chrono::milliseconds(round.quorum_timeout_ms), deadline_atom::value, key);
+    self->delayed_send(self, std::chrono::milliseconds(after.value_or(round.quorum_timeout_ms)), deadline_atom::value,
+                       key);
 }
 
 dataplane::LineSpec line_spec(const DimensionNodeState& s, const StartLine& line) {
@@ -141,7 +143,7 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
   data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {
     if (e.key.dim < routes->size())
       caf::anon_send((*routes)[e.key.dim], round_event_atom::value, static_cast<std::uint8_t>(e.kind), e.key,
-                     e.self_index, e.chunks_missing);
+                     e.self_index, e.chunks_missing, e.wait_ms);
   };
   return data;
 }
@@ -187,11 +189,13 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         if (current(self->state, key)) self->state.setup.data->deadline(key);
       },
       [self](round_event_atom, std::uint8_t kind, const allreduce::RoundKey& key, std::uint32_t self_index,
-             std::uint32_t chunks_missing) {
+             std::uint32_t chunks_missing, std::uint32_t wait_ms) {
         auto& s = self->state;
         if (!current(s, key)) return;
         if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::done))
           self->send(s.line->line_master, RoundDone{key, self_index, chunks_missing});
+        else if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::waiting))
+          arm_deadline(self, key, wait_ms);
         else
           arm_deadline(self, key);
       },

@@ -239,7 +239,8 @@ void Round::reduced(std::uint32_t c) {
   std::span<const std::byte> wire;
   if (wire_ != WireFormat::fp32) {
     const std::span<std::byte> bytes(wire_means_.data() + wire_offsets_[k], wire_offsets_[k + 1] - wire_offsets_[k]);
-    encode_wire(wire_, mean, {}, bytes);
+    encode_wire(wire_, mean, mean_residual_.empty() ? std::span<float>() : mean_residual_.subspan(r.offset, r.length),
+                bytes);
     // Our own bytes decode, unless the mean holds a NaN or an infinity, for which int8 has no scale: then the mean
     // stays as computed (diverged), and the peers refuse the bytes as they would any diverged values.
     (void)decode_wire(wire_, bytes, mean);

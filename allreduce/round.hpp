@@ -118,6 +118,9 @@ struct FoldTarget {
 // although it travels compressed: the owner encodes each chunk's mean once (Send::wire), for every peer, and keeps
 // in result() what those bytes decode to, so that its own update applies exactly what the peers decode. There are
 // no deltas then (each peer's would be encoded apart), and no folds (the mean must be encoded before it is applied).
+// With feed_back_means(), what encoding a mean dropped is added to the next mean of those floats (error feedback
+// on the owner's side too), so that the means every node applies, summed over rounds, drift from the exact ones by
+// one encoding's error at most, not by a random walk.
 //
 // Memory is O(N): send buffer, result buffer, and our block's contributions from the p - 1 other peers, allocated
 // by create() and kept by reset(), which starts the next round of the same line in the same buffers: a round
@@ -221,6 +224,10 @@ class Round {
   // serves the peers better than no update at all.
   std::span<const Send> finish();
 
+  // A compressed line's error feedback for our block's means: model-sized (indexed as the model), kept by the
+  // caller across rounds and lines, valid while this Round may reduce. Empty: none.
+  void feed_back_means(std::span<float> residual) { mean_residual_ = residual; }
+
   bool started() const { return started_; }
   bool complete() const { return complete_; }
 
@@ -291,6 +298,7 @@ class Round {
   // wire_ not fp32: our block's means encoded, chunk k of our block at wire_offsets_[k].
   UninitializedBuffer<std::byte> wire_means_;
   std::vector<std::size_t> wire_offsets_;
+  std::span<float> mean_residual_;
 
   bool started_ = false;
   bool deadline_passed_ = false;

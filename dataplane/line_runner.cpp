@@ -44,8 +44,10 @@ bool LineRunner::start_line(LineSpec spec) {
   abandon_all();
   floor_ = std::max(floor_, incoming);
   line_ = std::move(spec);
-  if (line_->round.wire != allreduce::WireFormat::fp32 && residual_.size() != model_.floats)
+  if (line_->round.wire != allreduce::WireFormat::fp32 && residual_.size() != model_.floats) {
     residual_.assign(model_.floats, 0.0f);
+    mean_residual_.assign(model_.floats, 0.0f);
+  }
   // The Rounds stay, to be reshaped for this line at their slot's first round (their buffers reused); a slot
   // with none allocates its Round then.
   for (Slot& slot : slots_) slot.reshape = true;
@@ -90,6 +92,16 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
   const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
   Slot& slot = slots_[i];
   if (!slot.active || slot.round->key().round != key.round) return;
+  if (slot.last_landing && !slot.round->complete()) {
+    const auto idle = std::chrono::steady_clock::now() - *slot.last_landing;
+    const std::chrono::milliseconds timeout(line_->round.quorum_timeout_ms);
+    if (idle < timeout) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(timeout - idle).count();
+      on_event_(RoundEvent{RoundEvent::Kind::waiting, key, line_->self_index, 0,
+                           static_cast<std::uint32_t>(std::max<std::int64_t>(1, left))});
+      return;
+    }
+  }
   fetch_own_block(i);
   send_all(i, slot.round->deadline_passed());
   complete_if_done(i);
@@ -125,8 +137,10 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
     if (!created) return false;  // start_line's spec was checked by the actors; a last line of defence
     slot.round.emplace(std::move(created).value());
   }
+  if (line_->round.wire != allreduce::WireFormat::fp32) slot.round->feed_back_means(mean_residual_);
   slot.active = true;
   slot.done = false;
+  slot.last_landing.reset();
   slot.applied = 0;
   allreduce::Round& round = *slot.round;
   const allreduce::Partition& part = round.partition();
@@ -348,6 +362,7 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
+      slot.last_landing = std::chrono::steady_clock::now();
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);

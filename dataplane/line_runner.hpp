@@ -31,6 +31,7 @@
 // they arm its deadline. Not thread-safe: the data plane's thread owns it.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -115,11 +116,13 @@ struct RoundEvent {
   enum class Kind : std::uint8_t {
     done,     // the round completed and its update is applied: tell the LineMaster
     started,  // a peer's frame started this round here before its StartRound came: arm its deadline
+    waiting,  // its deadline came while its frames were still landing: arm it again, wait_ms from now
   };
   Kind kind = Kind::done;
   allreduce::RoundKey key;
   std::uint32_t self_index = 0;
   std::uint32_t chunks_missing = 0;  // done: chunks with no mean at completion
+  std::uint32_t wait_ms = 0;         // waiting
 };
 
 // What one dimension counted; read from any thread.
@@ -171,6 +174,10 @@ class LineRunner {
   // The node lost the cluster: no line until the next start_line. With a version: only a line older than it.
   void drop_line(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
   void start_round(const allreduce::RoundKey& key);
+  // The round's quorum timeout T (the line's quorum_timeout_ms) has passed since the actors armed it. It passes
+  // only once the round has gone T without a frame of it landing: where one landed within T, the round is still
+  // moving (a slow link carries a large round's chunks one after the other for much longer than T), and a
+  // RoundEvent waiting asks for the deadline again when T will have passed since that frame.
   void deadline(const allreduce::RoundKey& key);
 
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
@@ -196,6 +203,7 @@ class LineRunner {
     bool done = false;    // it completed and its RoundDone was told
     std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
+    std::optional<std::chrono::steady_clock::time_point> last_landing;  // of a frame that counted in this round
     std::vector<std::uint8_t> fetched;  // per chunk: kFetched, kFolded or 0
     std::vector<float> anchor;          // allreduce.outer nesterov: the outer parameters fetched with each chunk
     // A compressed line: our scatter chunks encoded as each goes out, chunk c at wire_at[c] (its own block's unused).
@@ -237,6 +245,8 @@ class LineRunner {
   // the next contribution of that float. Kept across lines, since it is this node's, whichever peer owns the chunk
   // now; zero for a node that starts (it has sent nothing).
   std::vector<float> residual_;
+  // And the means of our blocks' chunks, which we encode for the line (allreduce::Round::feed_back_means).
+  std::vector<float> mean_residual_;
 };
 
 }  // namespace gridtrain::dataplane

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -275,13 +276,24 @@ TEST_CASE("a frame that names another peer's index, or is longer than any chunk 
 
 namespace {
 
-// Timeout quorum mode with θr = θc = 0.5 and a 200 ms deadline (the actors keep the clock: the test calls it).
+// Timeout quorum mode with θr = θc = 0.5 and a 20 ms deadline (the actors keep the clock: the test calls it).
 allreduce::RoundConfig timeout_half() {
   allreduce::RoundConfig c = exact(2);
   c.quorum = allreduce::QuorumMode::timeout;
   c.reduce_threshold = c.complete_threshold = 0.5;
-  c.quorum_timeout_ms = 200;
+  c.quorum_timeout_ms = 20;
   return c;
+}
+
+// The deadline as the actors drive it: told to the runner, and again as often as it asks (RoundEvent waiting),
+// after the wait it asks for. Returns how many times it asked.
+int pass_deadline(TestNode& node, const allreduce::RoundKey& key) {
+  for (int asked = 0;; ++asked) {
+    const std::size_t before = node.events.size();
+    node.runner->deadline(key);
+    if (node.events.size() == before || node.events.back().kind != RoundEvent::Kind::waiting) return asked;
+    std::this_thread::sleep_for(std::chrono::milliseconds(node.events.back().wait_ms));
+  }
 }
 
 // Nodes 10 and 20 run round 1 while node 30 is cut off (nothing reaches it, nothing comes from it), until the
@@ -297,11 +309,43 @@ void run_round_without_30(Line& line) {
   for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(1));
   deliver_but_30();
   CHECK(line.nodes[0]->done() == 0);
-  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->deadline(line.key(1));
+  for (std::uint32_t i = 0; i < 2; ++i) pass_deadline(*line.nodes[i], line.key(1));
   deliver_but_30();
 }
 
 }  // namespace
+
+TEST_CASE("a round whose frames are still landing is not cut at its deadline: it passes a timeout after the last") {
+  allreduce::RoundConfig c = timeout_half();
+  c.quorum_timeout_ms = 200;
+  Line line(3, 6, c);
+  // No frame of the round has landed: the deadline passes as the actors say, a timeout after the round's start.
+  line.nodes[0]->runner->start_round(line.key(1));
+  line.wire.frames.clear();
+  CHECK(pass_deadline(*line.nodes[0], line.key(1)) == 0);
+  // Round 2: node 20's frames land at node 10 just before the deadline comes; node 30 is silent.
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(2));
+  while (!line.wire.frames.empty()) {
+    Frame f = std::move(line.wire.frames.front());
+    line.wire.frames.pop_front();
+    if (f.from == 20 && f.to == 10) line.deliver(f);
+  }
+  const std::size_t before = line.nodes[0]->events.size();
+  line.nodes[0]->runner->deadline(line.key(2));
+  REQUIRE(line.nodes[0]->events.size() == before + 1);
+  const RoundEvent& asked = line.nodes[0]->events.back();
+  CHECK(asked.kind == RoundEvent::Kind::waiting);
+  CHECK(asked.key == line.key(2));
+  CHECK(asked.wait_ms > 0);
+  CHECK(asked.wait_ms <= 200);
+  auto means_from_10 = [&] {
+    return std::count_if(line.wire.frames.begin(), line.wire.frames.end(),
+                         [](const Frame& f) { return f.from == 10 && f.header.kind != FrameKind::scatter; });
+  };
+  CHECK(means_from_10() == 0);  // its block waits for node 30 until the deadline
+  CHECK(pass_deadline(*line.nodes[0], line.key(2)) >= 1);
+  CHECK(means_from_10() > 0);  // then reduced from node 20's and its own
+}
 
 TEST_CASE("in timeout mode a silent peer holds a round only until the actors say its deadline passed") {
   Line line(3, 6, timeout_half());
