@@ -44,6 +44,7 @@ bool LineRunner::start_line(LineSpec spec) {
   abandon_all();
   floor_ = std::max(floor_, incoming);
   line_ = std::move(spec);
+  last_landing_.reset();
   if (line_->round.wire != allreduce::WireFormat::fp32 && residual_.size() != model_.floats) {
     residual_.assign(model_.floats, 0.0f);
     mean_residual_.assign(model_.floats, 0.0f);
@@ -92,8 +93,8 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
   const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
   Slot& slot = slots_[i];
   if (!slot.active || slot.round->key().round != key.round) return;
-  if (slot.last_landing && !slot.round->complete()) {
-    const auto idle = std::chrono::steady_clock::now() - *slot.last_landing;
+  if (last_landing_ && !slot.round->complete()) {
+    const auto idle = std::chrono::steady_clock::now() - *last_landing_;
     const std::chrono::milliseconds timeout(line_->round.quorum_timeout_ms);
     if (idle < timeout) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(timeout - idle).count();
@@ -140,7 +141,6 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   if (line_->round.wire != allreduce::WireFormat::fp32) slot.round->feed_back_means(mean_residual_);
   slot.active = true;
   slot.done = false;
-  slot.last_landing.reset();
   slot.applied = 0;
   allreduce::Round& round = *slot.round;
   const allreduce::Partition& part = round.partition();
@@ -302,6 +302,9 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
     ++counters_.malformed;
     return drain;
   }
+  // The line's links are carrying its rounds: whatever this frame's verdict (a round completed short still gets
+  // its late frames), a deadline of the line waits on (see deadline()).
+  last_landing_ = std::chrono::steady_clock::now();
   if (!enter(h.key, true)) {
     ++counters_.stale_dropped;
     return drain;
@@ -362,7 +365,7 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
-      slot.last_landing = std::chrono::steady_clock::now();
+      last_landing_ = std::chrono::steady_clock::now();
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);

@@ -175,9 +175,10 @@ class LineRunner {
   void drop_line(std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than = std::nullopt);
   void start_round(const allreduce::RoundKey& key);
   // The round's quorum timeout T (the line's quorum_timeout_ms) has passed since the actors armed it. It passes
-  // only once the round has gone T without a frame of it landing: where one landed within T, the round is still
-  // moving (a slow link carries a large round's chunks one after the other for much longer than T), and a
-  // RoundEvent waiting asks for the deadline again when T will have passed since that frame.
+  // only once the line has gone T without a frame landing, of this round or another in flight: where one landed
+  // within T, the line's links are still carrying its rounds (a slow link carries the chunks of a large round, and
+  // of the rounds in flight before it, one after the other for much longer than T), and a RoundEvent waiting asks
+  // for the deadline again when T will have passed since that frame.
   void deadline(const allreduce::RoundKey& key);
 
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
@@ -203,7 +204,6 @@ class LineRunner {
     bool done = false;    // it completed and its RoundDone was told
     std::uint32_t applied = 0;  // of round->means_in_order(): the chunks whose update is applied
     bool reshape = false;  // `round` was cut for an older line version: reshape it before its next round
-    std::optional<std::chrono::steady_clock::time_point> last_landing;  // of a frame that counted in this round
     std::vector<std::uint8_t> fetched;  // per chunk: kFetched, kFolded or 0
     std::vector<float> anchor;          // allreduce.outer nesterov: the outer parameters fetched with each chunk
     // A compressed line: our scatter chunks encoded as each goes out, chunk c at wire_at[c] (its own block's unused).
@@ -241,6 +241,8 @@ class LineRunner {
   // waits for its line.
   std::pair<std::uint64_t, std::uint64_t> floor_{0, 0};
   std::uint64_t generation_ = 0;
+  // When a frame of this line (of any of its rounds) was last read or counted; none yet: unset.
+  std::optional<std::chrono::steady_clock::time_point> last_landing_;
   // A compressed line's error feedback: per float of the model, what encoding our contributions dropped, added to
   // the next contribution of that float. Kept across lines, since it is this node's, whichever peer owns the chunk
   // now; zero for a node that starts (it has sent nothing).

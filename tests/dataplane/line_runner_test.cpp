@@ -315,7 +315,7 @@ void run_round_without_30(Line& line) {
 
 }  // namespace
 
-TEST_CASE("a round whose frames are still landing is not cut at its deadline: it passes a timeout after the last") {
+TEST_CASE("a round is not cut while its line's frames are landing: its deadline passes a timeout after the last") {
   allreduce::RoundConfig c = timeout_half();
   c.quorum_timeout_ms = 200;
   Line line(3, 6, c);
@@ -338,6 +338,12 @@ TEST_CASE("a round whose frames are still landing is not cut at its deadline: it
   CHECK(asked.key == line.key(2));
   CHECK(asked.wait_ms > 0);
   CHECK(asked.wait_ms <= 200);
+  // Round 3 has no frame of its own yet (on a slow link they queue behind round 2's), but the line's last frame
+  // landed just now: it waits too.
+  line.nodes[0]->runner->start_round(line.key(3));
+  line.nodes[0]->runner->deadline(line.key(3));
+  CHECK(line.nodes[0]->events.back().kind == RoundEvent::Kind::waiting);
+  CHECK(line.nodes[0]->events.back().key == line.key(3));
   auto means_from_10 = [&] {
     return std::count_if(line.wire.frames.begin(), line.wire.frames.end(),
                          [](const Frame& f) { return f.from == 10 && f.header.kind != FrameKind::scatter; });
