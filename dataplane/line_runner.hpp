@@ -184,6 +184,9 @@ class LineRunner {
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
   // refuse. A frame whose `from` is not the sender's index in our line is malformed.
   Landing land(std::uint64_t sender, const FrameHeader& header);
+  // Bytes of a frame's payload came (of any round of ours, to be kept or drained): the line's links are carrying
+  // it, even where a frame takes longer than the quorum timeout (a 1 MB chunk at a few Mbit/s; TCP's slow phases).
+  void receiving() { last_landing_ = std::chrono::steady_clock::now(); }
   // Its payload is where land() said; a compressed one is in `staged`, header.payload_bytes() long, and is decoded
   // here. A payload that does not decode (a bad length, scale or value) is counted malformed and does not count:
   // the round goes on as if that peer's frame had not come.
@@ -241,7 +244,7 @@ class LineRunner {
   // waits for its line.
   std::pair<std::uint64_t, std::uint64_t> floor_{0, 0};
   std::uint64_t generation_ = 0;
-  // When a frame of this line (of any of its rounds) was last read or counted; none yet: unset.
+  // When a frame of this line (of any of its rounds), or bytes of one, last came; none yet: unset.
   std::optional<std::chrono::steady_clock::time_point> last_landing_;
   // A compressed line's error feedback: per float of the model, what encoding our contributions dropped, added to
   // the next contribution of that float. Kept across lines, since it is this node's, whichever peer owns the chunk
