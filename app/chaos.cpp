@@ -38,6 +38,7 @@
 
 #include "actors/runtime.hpp"
 #include "app/child_process.hpp"
+#include "app/local_capacity.hpp"
 #include "app/commands.hpp"
 #include "config/endpoint.hpp"
 
@@ -430,6 +431,7 @@ bool Chaos::stop_requested() { return chaos_signal.load() != 0; }
 
 int chaos(const ChaosArgs& args, const char* argv0) {
   if (args.nodes < 3) return fail(kBadInput, "chaos: --nodes must be at least 3 (a majority must survive a fault)");
+  if (Status fits = fits_here("chaos", args.nodes); !fits.ok()) return fail(kBadInput, fits.error().message);
   if (args.minutes <= 0 || args.every < 1 || args.stop_seconds < 1 || args.faults < 0)
     return fail(kBadInput, "chaos: --minutes, --every and --stop-seconds must be positive, --faults not negative");
   std::error_code ec;

@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "app/child_process.hpp"
+#include "app/local_capacity.hpp"
 #include "app/commands.hpp"
 #include "telemetry/epoch_log.hpp"
 
@@ -168,6 +169,7 @@ bool plot(const std::string& dir) {
 
 int demo(const DemoArgs& args, const char* argv0) {
   if (args.nodes < 1 || args.epochs < 1) return fail(kBadInput, "demo: --nodes and --epochs must be at least 1");
+  if (Status fits = fits_here("demo", args.nodes); !fits.ok()) return fail(kBadInput, fits.error().message);
   std::error_code ec;
   std::filesystem::create_directories(args.out, ec);
   if (ec) return fail(kBadInput, "demo: cannot create " + args.out + ": " + ec.message());

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <string>
 
+#include "app/local_capacity.hpp"
 #include "tests/app/process_harness.hpp"
 #include "tests/loopback_socket.hpp"
 #include "tests/tls_certificates.hpp"
@@ -147,6 +148,34 @@ TEST_CASE("a listen address the other nodes cannot dial is bad input: any-addres
   CHECK_MESSAGE(listed.exit_code == 1, listed.output);
   CHECK(listed.output.find("cannot reach seed 127.0.0.1:1") != std::string::npos);
   CHECK(listed.output.find("seed " + own) == std::string::npos);
+}
+
+TEST_CASE("demo and chaos refuse more nodes than this machine can hold, at once, before starting any") {
+  const gridtrain::app::LocalCapacity here = gridtrain::app::local_capacity();
+  const std::string too_many = std::to_string(here.limit() + 1);
+  for (const char* command : {"demo", "chaos"}) {
+    CAPTURE(command);
+    const auto started = std::chrono::steady_clock::now();
+    auto r = run_command(gridnode, {command, "--nodes", too_many, "--out", "/nonexistent/not-created"}, 30s);
+    CHECK(r.exit_code == 2);
+    CHECK(r.output.rfind("error: ", 0) == 0);
+    CHECK(r.output.find("--nodes " + too_many + " is more than this machine can hold: at most " +
+                        std::to_string(here.limit())) != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - started < 10s);  // refused, not tried
+    CHECK_FALSE(std::filesystem::exists("/nonexistent/not-created"));
+  }
+  // The rule: the fewer of 32 a core and MemAvailable / 200 MB, each named where it binds.
+  const gridtrain::app::LocalCapacity small{.cores = 2, .available_bytes = 1LL << 30};
+  CHECK(small.limit() == 5);
+  auto memory = gridtrain::app::fits_here("demo", 6, small);
+  REQUIRE_FALSE(memory.ok());
+  CHECK(memory.error().message.find("each node takes about 200 MB, and 1.0 GiB of memory are available") !=
+        std::string::npos);
+  const gridtrain::app::LocalCapacity cores{.cores = 2, .available_bytes = 0};
+  CHECK(gridtrain::app::fits_here("chaos", 64, cores).ok());
+  auto by_cores = gridtrain::app::fits_here("chaos", 65, cores);
+  REQUIRE_FALSE(by_cores.ok());
+  CHECK(by_cores.error().message.find("at most 64 (32 per core on 2 cores)") != std::string::npos);
 }
 
 TEST_CASE("an unknown subcommand or option is bad input, --help is not") {
