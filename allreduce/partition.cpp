@@ -77,4 +77,15 @@ std::optional<std::uint32_t> Partition::find_chunk(std::size_t offset, std::size
   return c;
 }
 
+void wire_offsets(const Partition& partition, WireFormat format, std::uint32_t first, std::uint32_t end,
+                  std::vector<std::size_t>& at) {
+  at.resize(end - first + 1);
+  std::size_t bytes = 0;
+  for (std::uint32_t c = first; c < end; ++c) {
+    at[c - first] = bytes;
+    bytes += wire_bytes(format, partition.chunk(c).length);
+  }
+  at[end - first] = bytes;
+}
+
 }  // namespace gridtrain::allreduce

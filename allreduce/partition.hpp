@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "allreduce/wire_codec.hpp"
 #include "base/result.hpp"
 
 namespace gridtrain::allreduce {
@@ -64,5 +65,11 @@ class Partition {
   std::size_t block_floats_;
   std::vector<std::uint32_t> first_chunk_;  // p + 1 entries
 };
+
+// Where chunks [first, end) of `partition` start when they are encoded in `format` and laid end to end: into `at`,
+// at[k] for chunk first + k and at[end − first] their total bytes. The Round lays out its encoded means so, the data
+// plane its encoded scatter chunks. REQUIRES: first <= end <= partition.chunk_count()
+void wire_offsets(const Partition& partition, WireFormat format, std::uint32_t first, std::uint32_t end,
+                  std::vector<std::size_t>& at);
 
 }  // namespace gridtrain::allreduce

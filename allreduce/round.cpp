@@ -37,7 +37,6 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   self_ = self;
   mode_ = config.quorum;
   // The owner sends each peer its delta (mean - its values) for the elastic update at α < 1, which adds α·delta;
-  // the outer step needs the mean itself.
   // the outer step needs the mean itself; so does a compressed line, whose owner encodes each mean once for all.
   wire_ = config.wire;
   deltas_ = config.outer == OuterMode::elastic && config.elastic_rate != 1.0 && wire_ == WireFormat::fp32;
@@ -62,13 +61,8 @@ void Round::configure(std::uint32_t self, const RoundConfig& config) {
   mean_order_.reserve(partition_.chunk_count());  // a round then appends without allocating
   wire_offsets_.clear();
   if (wire_ != WireFormat::fp32) {
-    std::size_t bytes = 0;
-    for (std::uint32_t c = first_chunk_; c < first_chunk_ + our_chunks; ++c) {
-      wire_offsets_.push_back(bytes);
-      bytes += wire_bytes(wire_, partition_.chunk(c).length);
-    }
-    wire_offsets_.push_back(bytes);
-    wire_means_.resize(bytes);
+    wire_offsets(partition_, wire_, first_chunk_, first_chunk_ + our_chunks, wire_offsets_);
+    wire_means_.resize(wire_offsets_.back());
   }
 }
 

@@ -124,6 +124,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
     outbox_.retire({dim_, i});
     slot.active = false;
   }
+  const bool reshaped = !slot.round || slot.reshape;
   if (slot.round && !slot.reshape) {
     slot.round->reset(key);
   } else if (slot.round) {
@@ -147,16 +148,11 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   const std::uint32_t p = round.peers();
   slot.fetched.assign(part.chunk_count(), 0);
   if (line_->round.outer == allreduce::OuterMode::nesterov) slot.anchor.resize(model_.floats);
-  if (line_->round.wire != allreduce::WireFormat::fp32) {
-    // Resized only where the line's partition asks more: retire() above copied aside any frame half written.
-    slot.wire_at.resize(part.chunk_count() + 1);
-    std::size_t bytes = 0;
-    for (std::uint32_t c = 0; c < part.chunk_count(); ++c) {
-      slot.wire_at[c] = bytes;
-      bytes += allreduce::wire_bytes(line_->round.wire, part.chunk(c).length);
-    }
-    slot.wire_at[part.chunk_count()] = bytes;
-    if (slot.wire_out.size() < bytes) slot.wire_out.resize(bytes);
+  if (reshaped && line_->round.wire != allreduce::WireFormat::fp32) {
+    // Once per line version, as the Round's own buffers. Grown only where the partition asks more: retire() above
+    // copied aside any frame half written.
+    allreduce::wire_offsets(part, line_->round.wire, 0, part.chunk_count(), slot.wire_at);
+    if (slot.wire_out.size() < slot.wire_at.back()) slot.wire_out.resize(slot.wire_at.back());
   }
   slot.held.clear();
   slot.next.assign(p, 0);
@@ -216,11 +212,12 @@ void LineRunner::release(std::uint32_t i, std::uint32_t to, std::size_t n) {
     } else if (line_->round.wire != allreduce::WireFormat::fp32) {
       // Compressed, with what earlier encodings of these floats dropped added in (error feedback).
       fetch(i, s.chunk);
-      allreduce::Send encoded = s;
-      encoded.wire = std::span<std::byte>(slot.wire_out).subspan(slot.wire_at[s.chunk],
-                                                                 slot.wire_at[s.chunk + 1] - slot.wire_at[s.chunk]);
+      const std::size_t at = slot.wire_at[s.chunk];
+      const std::span<std::byte> out(slot.wire_out.data() + at, slot.wire_at[s.chunk + 1] - at);
       allreduce::encode_wire(line_->round.wire, s.data, std::span<float>(residual_).subspan(s.offset, s.data.size()),
-                             std::span<std::byte>(slot.wire_out).subspan(slot.wire_at[s.chunk], encoded.wire.size()));
+                             out);
+      allreduce::Send encoded = s;
+      encoded.wire = out;
       send_all(i, std::span<const allreduce::Send>(&encoded, 1));
     } else {
       fetch(i, s.chunk);
@@ -365,7 +362,6 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
-      last_landing_ = std::chrono::steady_clock::now();
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);

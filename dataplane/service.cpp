@@ -653,8 +653,7 @@ void Link::pump_read() {
       return;  // resume() goes on reading, or leaves the link paused
     }
     payload_got += got;
-    if (landing.kind != Landing::Kind::refuse)
-      if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->receiving();
+    if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->receiving();
     if (payload_got < current.payload_bytes()) continue;
     in_payload = false;
     if (landing.kind == Landing::Kind::direct) {
