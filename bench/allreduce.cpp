@@ -21,7 +21,8 @@
 // override to every node (allreduce.max_chunk_floats=..., say). --straggle STOP_MS,PERIOD_MS makes one node a
 // straggler (SIGSTOP for STOP_MS of every PERIOD_MS; a node that masters no line and does not host the
 // GridMaster): the figures are then the other nodes', and the check leaves the straggler out.
-// Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds. On a
+// Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds, timed from one
+// change of the count to another. On a
 // 2-core machine 4 processes are oversubscribed: small sizes then measure scheduling as much as the transport.
 
 #include <algorithm>
@@ -66,7 +67,10 @@ std::string default_gridnode(const char* argv0) {
 
 struct Sample {
   double seconds = 0;
-  double rounds = 0;  // mean over nodes
+  // The rounds every node has done (the fewest of any): it changes as the last node reports a round, so a window
+  // between two changes holds whole rounds of every node (a mean over nodes changes with each node's report, and a
+  // window from one node's report to another's miscounts by the spread between them).
+  double rounds = 0;
 };
 
 }  // namespace
@@ -181,12 +185,12 @@ int main(int argc, char** argv) {
       auto sample = [&]() -> std::optional<Sample> {
         auto view = runtime.grid_view(seed_endpoint, credentials.value(), 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
-        double sum = 0, lo = 1e300, hi = -1e300, means = 0;
+        double fewest = 1e300, lo = 1e300, hi = -1e300, means = 0;
         long counted = 0;
         for (auto& n : view.value().nodes) {
           if (n.place.address == straggler_address) continue;
           ++counted;
-          sum += static_cast<double>(n.figures.rounds_done);
+          fewest = std::min(fewest, static_cast<double>(n.figures.rounds_done));
           lo = std::min(lo, n.figures.param_mean);
           hi = std::max(hi, n.figures.param_mean);
           means += n.figures.param_mean;
@@ -197,7 +201,7 @@ int main(int argc, char** argv) {
         mean_spread = hi - lo;
         mean_of_means = means / static_cast<double>(counted);
         auto now = std::chrono::steady_clock::now().time_since_epoch();
-        return Sample{std::chrono::duration<double>(now).count(), sum / static_cast<double>(counted)};
+        return Sample{std::chrono::duration<double>(now).count(), fewest};
       };
       // Wait until every node is placed and rounds run, then measure over `seconds` (at least 5 rounds).
       std::optional<Sample> first;
@@ -235,12 +239,38 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(1s);  // into the duty cycle before the first sample
         first = sample();
       }
+      // The window runs from one change of the rounds' count to another: a window of fixed length counts a round
+      // it cuts in two as none, and when rounds take seconds that is most of the figure (rounds of 6.0 s over a
+      // 20 s window read as 3 rounds, 6.7 s each). Each end is known within a node's report period (250 ms).
+      using Clock = std::chrono::steady_clock;
+      auto next_change = [&](const Sample& from, Clock::time_point until) -> std::optional<Sample> {
+        while (std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(100ms);
+          auto now = sample();
+          if (now && now->rounds > from.rounds) return now;
+        }
+        return std::nullopt;
+      };
+      const Clock::time_point start = Clock::now();
+      const Clock::time_point soft_deadline =
+          start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds * 10));
+      const Clock::time_point hard_deadline = std::max(soft_deadline, start + Clock::duration(180s));
+      if (first)
+        if (auto changed = next_change(*first, hard_deadline)) first = changed;
+      // At least `seconds` and 5 rounds; past 10 times `seconds`, whatever changes came, at least 2 where a round
+      // takes longer (up to 3 minutes).
       std::optional<Sample> last;
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds * 10);
-      while (std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(250ms);
-        last = sample();
-        if (last && first && last->seconds - first->seconds >= seconds && last->rounds - first->rounds >= 5) break;
+      while (first) {
+        const auto now = std::chrono::steady_clock::now();
+        const double rounds = last ? last->rounds - first->rounds : 0;
+        if (last && last->seconds - first->seconds >= seconds && rounds >= 5) break;
+        if (now >= soft_deadline && rounds >= 2) break;
+        auto changed = next_change(last ? *last : *first, rounds >= 1 ? soft_deadline : hard_deadline);
+        if (!changed) {
+          if (std::chrono::steady_clock::now() >= hard_deadline || rounds >= 1) break;
+          continue;
+        }
+        last = changed;
       }
       if (straggler.joinable()) {
         straggling = false;
