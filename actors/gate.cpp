@@ -28,6 +28,7 @@
 
 #include "actors/tls_scribe.hpp"
 #include "actors/token_proof.hpp"
+#include "dataplane/admission.hpp"
 #include "dataplane/handshake.hpp"
 #include "dataplane/tls.hpp"
 
@@ -55,8 +56,7 @@ MacFunction mac_of(std::string token) {
 
 // The acceptor's side of one connection's handshake, on the gate's thread.
 struct Handshake : std::enable_shared_from_this<Handshake> {
-  Handshake(Gate::Impl& gate, tcp::socket s);
-  ~Handshake();
+  Handshake(Gate::Impl& gate, tcp::socket s, dataplane::Admission::Ticket ticket);
 
   void run();
   void on_hello(std::error_code e);
@@ -67,8 +67,9 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   Gate::Impl& gate;
   tcp::socket socket;
   asio::steady_timer timer;
-  // Shared with the gate: a handshake still pending when the gate closes is destroyed with the io_context.
-  std::shared_ptr<std::size_t> pending;
+  // Its place among the handshakes under way: freed with it, even after the gate closed (a handshake still pending
+  // then is destroyed with the io_context).
+  dataplane::Admission::Ticket ticket;
   bool ended = false;
   std::unique_ptr<TlsSession> session;
   Hello hello;
@@ -93,12 +94,21 @@ struct Gate::Impl {
     acceptor.async_accept([this](std::error_code e, tcp::socket s) {
       if (e == asio::error::operation_aborted || stopped) return;
       if (!e) {
-        if (*pending >= kGateMaxPending) {
-          ++counters.overflow;
-          std::error_code ignored;
-          s.close(ignored);
+        std::error_code ignored;
+        const std::string from = s.remote_endpoint(ignored).address().to_string();
+        auto admitted = admission->admit(from);
+        if (admitted.ticket) {
+          std::make_shared<Handshake>(*this, std::move(s), std::move(*admitted.ticket))->run();
         } else {
-          std::make_shared<Handshake>(*this, std::move(s))->run();
+          if (admitted.busy == dataplane::Admission::Busy::address) {
+            ++counters.busy_address;
+            log_refusal(from, "more than " + std::to_string(kGateMaxPendingPerAddress) +
+                                  " handshakes at once from this address (answered busy)");
+          } else {
+            ++counters.overflow;
+          }
+          dataplane::answer_busy(s.native_handle());
+          s.close(ignored);
         }
       }
       accept();
@@ -134,9 +144,10 @@ struct Gate::Impl {
   asio::io_context io;
   tcp::acceptor acceptor;
   std::uint16_t port = 0;
-  // Handshakes under way (the gate's thread only); each holds it, since those left pending when the gate closes
-  // are destroyed with `io`.
-  std::shared_ptr<std::size_t> pending = std::make_shared<std::size_t>(0);
+  // Handshakes under way, in all and per address (the gate's thread only); each holds its ticket, since those left
+  // pending when the gate closes are destroyed with `io`.
+  std::shared_ptr<dataplane::Admission> admission =
+      std::make_shared<dataplane::Admission>(kGateMaxPending, kGateMaxPendingPerAddress);
   std::set<std::string> logged;
   bool stopped = false;
   GateCounters counters;
@@ -145,12 +156,8 @@ struct Gate::Impl {
 
 namespace {
 
-Handshake::Handshake(Gate::Impl& gate, tcp::socket s)
-    : gate(gate), socket(std::move(s)), timer(socket.get_executor()), pending(gate.pending) {
-  ++*pending;
-}
-
-Handshake::~Handshake() { --*pending; }
+Handshake::Handshake(Gate::Impl& gate, tcp::socket s, dataplane::Admission::Ticket ticket)
+    : gate(gate), socket(std::move(s)), timer(socket.get_executor()), ticket(std::move(ticket)) {}
 
 std::string peer_of(const tcp::socket& socket) {
   std::error_code e;
@@ -159,7 +166,7 @@ std::string peer_of(const tcp::socket& socket) {
 }
 
 void Handshake::run() {
-  timer.expires_after(kGateHandshakeTimeout);
+  timer.expires_after(kGateAcceptTimeout);
   timer.async_wait([self = shared_from_this()](std::error_code e) {
     if (!e) self->end(&self->gate.counters.timed_out);
   });
@@ -226,6 +233,10 @@ void Handshake::on_proof(std::error_code e) {
 void Handshake::start_tls() {
   std::error_code ignored;
   socket.non_blocking(true, ignored);
+  timer.expires_after(kGateHandshakeTimeout);  // TLS's round trips and certificates, after the token's
+  timer.async_wait([self = shared_from_this()](std::error_code e) {
+    if (!e) self->end(&self->gate.counters.timed_out);
+  });
   session = std::make_unique<TlsSession>(*gate.tls, socket.native_handle(), TlsRole::acceptor);
   dataplane::async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
     if (!ok) {
@@ -366,15 +377,21 @@ caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t p
   if (!connected) return std::move(connected.error());
   Fd fd(*connected);
   const std::uint32_t protocol = dataplane::kControlProtocol | (tls ? dataplane::kTlsFlag : 0u);
-  const Hello hello{protocol, 0, 0, 0, dataplane::make_nonce()};
+  const Hello hello{protocol, 0, 0, 0, 1, dataplane::make_nonce()};
   std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
   dataplane::encode(hello, std::span<std::byte, dataplane::kHelloBytes>(hello_bytes));
   std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
-  if (!send_all(fd.fd, hello_bytes, deadline) || !receive_all(fd.fd, challenge_bytes, deadline))
+  // A gate with no room for us answers busy and closes without reading our hello: its answer may be there even
+  // where our hello could not go.
+  const bool sent = send_all(fd.fd, hello_bytes, deadline);
+  if (!receive_all(fd.fd, challenge_bytes, sent ? deadline : Clock::now() + std::chrono::milliseconds(100)))
     return make_gate_error(GateRefusal::not_a_gate, where + " did not answer the gate handshake (not a gridtrain "
                                                             "node, or one of another version)");
   auto challenge = dataplane::decode_challenge(challenge_bytes);
   if (!challenge) return make_gate_error(GateRefusal::not_a_gate, where + ": " + challenge.error().message);
+  if (challenge.value().refusal == Refusal::busy)
+    return make_gate_error(GateRefusal::busy, where + " has too many handshakes under way (from our address, or in "
+                                                      "all): a flood of connections, or many nodes at once");
   if (challenge.value().refusal == Refusal::tls_mismatch)
     return make_gate_error(GateRefusal::tls, tls ? where + " does not use TLS, and this node does (cluster.tls_certificate)"
                                                  : where + " uses TLS, and this node does not: set cluster.tls_certificate, "
@@ -591,12 +608,16 @@ class GateMiddleman : public caf::io::middleman_actor::base {
 }  // namespace
 
 GateStats GateCounters::snapshot() const {
-  return {accepted, not_handshake, wrong_protocol, bad_proof, timed_out, overflow, tls_refused};
+  return {accepted, not_handshake, wrong_protocol, bad_proof, timed_out, overflow, busy_address, tls_refused};
 }
 
 caf::error make_gate_error(GateRefusal refusal, std::string why) {
   return caf::error(static_cast<std::uint8_t>(refusal), kGateErrorCategory,
                     caf::make_message(std::move(why)));
+}
+
+bool is_busy(const caf::error& e) {
+  return e.category() == kGateErrorCategory && e.code() == static_cast<std::uint8_t>(GateRefusal::busy);
 }
 
 bool is_refusal(const caf::error& e) {
@@ -611,6 +632,7 @@ std::string render_gate_error(std::uint8_t code, const caf::message& context) {
     case GateRefusal::wrong_token: return "wrong cluster token: " + why;
     case GateRefusal::not_a_gate: return "not a gridtrain node's gate: " + why;
     case GateRefusal::tls: return "TLS: " + why;
+    case GateRefusal::busy: return "busy: " + why;
   }
   return "gate error " + std::to_string(code) + ": " + why;
 }

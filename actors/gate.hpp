@@ -48,16 +48,23 @@ struct GateCounters {
   std::atomic<std::uint64_t> wrong_protocol{0};  // a handshake of another channel or version
   std::atomic<std::uint64_t> bad_proof{0};       // the dialer does not hold the cluster token
   std::atomic<std::uint64_t> timed_out{0};       // closed before the handshake was through, or too slow
-  std::atomic<std::uint64_t> overflow{0};        // closed at once: too many handshakes were under way
+  std::atomic<std::uint64_t> overflow{0};        // answered busy: kGateMaxPending handshakes were under way
+  std::atomic<std::uint64_t> busy_address{0};    // answered busy: kGateMaxPendingPerAddress from that address
   std::atomic<std::uint64_t> tls_refused{0};     // TLS on one side only, or a certificate that fails the check
 
   GateStats snapshot() const;  // the counts now, as NodeStats carries them
 };
 
-// How long a dialer has to get through the handshake, and how many may be under way at once: a flood of idle
-// connections holds at most this many sockets, each for at most this long.
+// How long a dialer has to get through the handshake (connect, token, TLS), and how long the gate holds a
+// connection for its token handshake: four messages of at most 72 bytes, two round trips (TLS then has
+// kGateHandshakeTimeout more).
 inline constexpr std::chrono::seconds kGateHandshakeTimeout{5};
+inline constexpr std::chrono::seconds kGateAcceptTimeout{2};
+// How many handshakes may be under way at once, in all and from one address (dataplane/admission.hpp): a flood
+// of idle connections from one address holds at most kGateMaxPendingPerAddress sockets, each for at most
+// kGateAcceptTimeout, and every other address still finds a place. A connection beyond either is answered busy.
 inline constexpr std::size_t kGateMaxPending = 64;
+inline constexpr std::size_t kGateMaxPendingPerAddress = 8;
 
 class Gate {
  public:
@@ -87,12 +94,15 @@ enum class GateRefusal : std::uint8_t {
   wrong_token = 2,  // the node does not hold our cluster token (it refused our proof, or its own proof is wrong)
   not_a_gate = 3,   // what answered does not speak the handshake, or speaks another protocol
   tls = 4,          // TLS on one side only, or one side's certificate does not pass the other's check
+  busy = 5,         // the gate has too many handshakes under way (from our address, or in all): try again later
 };
 inline constexpr caf::atom_value kGateErrorCategory = caf::atom("gate");
 caf::error make_gate_error(GateRefusal refusal, std::string why);
 // Whether `e` says that the node dialed is of another cluster: it does not hold our token, or TLS refused it or us.
 // Another seed of the same cluster would answer the same.
 bool is_refusal(const caf::error& e);
+// Whether `e` says that the gate had no room for us now (GateRefusal::busy): the same seed may let us in later.
+bool is_busy(const caf::error& e);
 // "wrong cluster token: ..." and the like, for SystemConfig's renderer.
 std::string render_gate_error(std::uint8_t code, const caf::message& context);
 

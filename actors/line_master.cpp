@@ -26,9 +26,17 @@ void restart_silence(LineMasterState& s, caf::actor_clock::time_point now) {
 
 bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quorum == allreduce::QuorumMode::timeout; }
 
-// The advance rule: the quorum, except that timeout mode waits for everyone until the round's deadline.
+// The advance rule: the quorum, except that timeout mode waits until the round's deadline for everyone but the
+// peers gone silent (allreduce/peer_patience.hpp: unreported for the last rounds, until they report again).
 bool has_advance_quorum(const LineMasterState& s, const LineMasterState::OpenRound& r) {
-  if (timeout_mode(s) && !r.deadline_passed) return r.count == peers(s);
+  if (timeout_mode(s) && !r.deadline_passed) {
+    if (r.count == peers(s)) return true;
+    if (!s.patience.any_silent() || r.count < s.advance_quorum) return false;
+    const auto silent = s.patience.silent_peers();
+    for (std::size_t i = 0; i < r.reported.size(); ++i)
+      if (!r.reported[i] && !silent[i]) return false;
+    return true;
+  }
   return r.count >= s.advance_quorum;
 }
 
@@ -149,6 +157,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         s.open.clear();
         s.advance = true;
         s.heard.assign(peers(s), self->clock().now());
+        s.patience = allreduce::PeerPatience(peers(s));
         s.nudged.assign(peers(s), false);
         s.round_gap = caf::timespan{0};
         s.last_round_start.reset();
@@ -199,6 +208,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         }
         if (it->second.reported[done.from]) return;
         it->second.reported[done.from] = true;
+        s.patience.heard(done.from);
         ++it->second.count;
         progress(self, it);
       },
@@ -208,6 +218,9 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         auto it = s.open.find(round);
         if (it == s.open.end()) return;
         it->second.deadline_passed = true;
+        // Who had not reported it by its deadline: a peer that misses the last rounds goes silent.
+        std::vector<std::uint8_t> reported(it->second.reported.begin(), it->second.reported.end());
+        s.patience.round_done(reported);
         progress(self, it);
       },
       [self](lost_atom) {

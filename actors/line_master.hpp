@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "allreduce/peer_patience.hpp"
 
 namespace gridtrain::actors {
 
@@ -67,6 +68,9 @@ struct LineMasterState {
   std::uint32_t advance_quorum = 1;  // ceil(θa·p)
   std::uint64_t next_round = 0;
   std::map<std::uint64_t, OpenRound> open;  // round -> who reported it; at most k
+  // Timeout mode: the peers that reported none of the last rounds by their deadlines, not waited for until they
+  // report again (has_advance_quorum; the line runner skips their parts likewise).
+  allreduce::PeerPatience patience;
   bool advance = true;  // round next_round - 1 has its advance quorum (true before round 0)
   // Paced by the learner (allreduce.every_steps > 0, or cpu_share < 1 on a training node): the rounds it may still
   // start. The node's learner raises it by one when it allows a round (allow_rounds_atom: every every_steps steps,

@@ -448,7 +448,7 @@ typename Inspector::result_type inspect(Inspector& f, DimensionStats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, DataPlaneStats& x) {
   return f(caf::meta::type_name("data_plane_stats"), x.handshakes, x.bad_frames, x.oversized, x.truncated,
-           x.strangers, x.unreachable_peers);
+           x.strangers, x.busy, x.busy_address, x.unreachable_peers);
 }
 
 template <class Inspector>

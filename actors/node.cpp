@@ -300,8 +300,10 @@ std::string seed_name(const NodeState& s, std::size_t i) {
 
 // What a node that is no member answers a Join it cannot pass on.
 constexpr const char* kNotAMember = "the seed is not a member of a cluster";
-// How long a joining node waits before it asks its seeds again after one said "try again" (ask_next_seed).
+// How long a joining node waits before it asks its seeds again after one said "try again" (ask_next_seed): 500 ms,
+// doubling each pass up to 4 s, so that many joiners turned away at once (a busy gate) do not come back in step.
 constexpr std::chrono::milliseconds kSeedRetryPause{500};
+constexpr std::chrono::milliseconds kSeedRetryPauseMost{4000};
 
 // How long a GridMaster and a member go without hearing from each other before each counts the other lost: four
 // connection timeouts, and no less than 2 s, so that it finds only what CAF cannot (nodes report every 250 ms).
@@ -641,7 +643,8 @@ void send_reports(Self self, std::uint64_t generation) {
 // Joining: asks the next seed in the list to pass our Join on. When none is left, the join has failed, with why
 // each seed did not let us in; unless one of them said to try again: a member between two GridMasters (the old
 // one died and the election is on) or a seed that is itself still joining lets us in a moment later. Then the
-// list is asked again after kSeedRetryPause, pass after pass, until the join's timeout (NodeSetup::join_timeout).
+// list is asked again after a pause (kSeedRetryPause, growing), pass after pass, until the join's timeout
+// (NodeSetup::join_timeout). A seed whose gate answered busy (a flood of connections) says "try again" too.
 // Found when a node restarted right after its cluster's GridMaster was killed: every seed was between
 // GridMasters, and the node gave up within milliseconds, telling its user "try again".
 // An in-process seed (NodeSetup::seed_node) is a list of one.
@@ -658,7 +661,9 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
     s.seed_next = 0;
     spdlog::info("node {:016x}: no seed let it in yet ({}); asking them again", s.setup.node_id, s.seed_failures);
     s.seed_failures_before = std::exchange(s.seed_failures, std::string());
-    self->delayed_send(self, kSeedRetryPause, seed_retry_atom::value);
+    const auto pause = std::min(kSeedRetryPause * (1u << std::min<std::uint32_t>(s.seed_passes++, 3)),
+                                kSeedRetryPauseMost);
+    self->delayed_send(self, pause, seed_retry_atom::value);
     return;
   }
   const std::size_t index = s.seed_next++;
@@ -680,6 +685,9 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
             // no other seed of the same cluster would let us in.
             if (is_refusal(e))
               return conclude(self, JoinResult::rejected, "seed " + seed.to_string() + ": " + self->system().render(e));
+            // A gate with no room for us now (a flood, or many nodes at once) may have room in a moment: the next
+            // seed now, and the list again after a pause.
+            if (is_busy(e)) self->state.seed_said_retry = true;
             ask_next_seed(self, "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
           });
 }
@@ -875,8 +883,14 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           NodeStats stats{s.setup.node_id, s.phase == NodePhase::member, std::move(dims), bad, refused_payloads(),
                           {}, {}, {}};
           const dataplane::LinkRefusals refused = s.data->refusals();
-          stats.data_plane = {refused.handshakes, refused.bad_frames, refused.oversized, refused.truncated,
-                              s.setup.data_plane->strangers(), s.data->unreachable_peers()};
+          stats.data_plane = {refused.handshakes,
+                              refused.bad_frames,
+                              refused.oversized,
+                              refused.truncated,
+                              s.setup.data_plane->strangers(),
+                              s.setup.data_plane->handshakes_overflowed(),
+                              s.setup.data_plane->handshakes_busy_address(),
+                              s.data->unreachable_peers()};
           if (!s.hosted_grid_master) {
             promise.deliver(std::move(stats));
             return;

@@ -164,6 +164,7 @@ struct NodeState {
   std::string seed_failures;     // joining: why the seeds asked so far in this pass did not let it in
   std::string seed_failures_before;  // joining: the same for the pass before, while a new one has none yet
   bool seed_said_retry = false;  // joining: a seed of this pass said "try again" (see ask_next_seed)
+  std::uint32_t seed_passes = 0;  // joining: passes over the list so far (the pause between them grows)
   // Joining: who holds our Join now (monitored): the seed asked, until the GridMaster's JoinChallenge comes, then
   // that GridMaster. Either may die with the Join unanswered; the node then asks its seeds again (ask_next_seed)
   // rather than wait out the join timeout for an answer that cannot come.

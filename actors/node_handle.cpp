@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <random>
+#include <thread>
 #include <set>
 
 #include "actors/gate.hpp"
@@ -163,6 +164,7 @@ Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config
   options.host = config.cluster.listen.host;
   options.port = static_cast<std::uint16_t>(config.cluster.data_port);
   options.socket_buffer_bytes = config.cluster.socket_buffer_kb * 1024;
+  options.streams = static_cast<std::uint16_t>(config.cluster.data_streams);
   options.listen = listen;
   auto service = dataplane::Service::start(options);
   if (!service) {
@@ -195,11 +197,22 @@ Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoi
   // bare request_timeout of the same 5 s.
   const auto dial_timeout =
       std::max<std::chrono::milliseconds>(timeout, kGateHandshakeTimeout + std::chrono::seconds(1));
-  self->request(gate_middleman(system, credentials), dial_timeout, caf::connect_atom::value, endpoint.host,
-                endpoint.port)
-      .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
-                   std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
-               [&](caf::error& e) { failure = system.render(e); });
+  // A gate that answers busy (a flood of connections, many nodes at once) may have room in a moment: asked again
+  // after 200 ms, 400, 800 and 1,600 (3 s in all) before its answer is the failure.
+  constexpr int kBusyRetries = 4;
+  for (int attempt = 0;; ++attempt) {
+    bool busy = false;
+    self->request(gate_middleman(system, credentials), dial_timeout, caf::connect_atom::value, endpoint.host,
+                  endpoint.port)
+        .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
+                     std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
+                 [&](caf::error& e) {
+                   failure = system.render(e);
+                   busy = is_busy(e);
+                 });
+    if (node || !busy || attempt == kBusyRetries) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200) * (1 << attempt));
+  }
   if (!node) return Error{.source = endpoint.to_string(), .message = "cannot reach the node: " + failure};
   return query_grid_view(system, node, timeout);
 }

@@ -53,7 +53,8 @@ struct GateStats {
   std::uint64_t wrong_protocol = 0;  // a handshake of another channel or version
   std::uint64_t bad_proof = 0;       // dialers without the cluster token
   std::uint64_t timed_out = 0;       // handshakes not finished in time, or cut off
-  std::uint64_t overflow = 0;        // closed at once: too many handshakes under way
+  std::uint64_t overflow = 0;        // answered busy: too many handshakes under way in all
+  std::uint64_t busy_address = 0;    // answered busy: too many handshakes under way from that address
   std::uint64_t tls_refused = 0;     // TLS on one side only, or a certificate that fails the cluster CA's check
 };
 
@@ -64,6 +65,8 @@ struct DataPlaneStats {
   std::uint64_t oversized = 0;   // frames longer than any chunk of our lines, refused before a byte was read
   std::uint64_t truncated = 0;   // connections that ended inside a frame
   std::uint64_t strangers = 0;   // connections to the data port that sent no data-plane hello
+  std::uint64_t busy = 0;        // answered busy at the data port: too many handshakes under way in all
+  std::uint64_t busy_address = 0;  // answered busy at the data port: too many under way from that address
   std::uint64_t unreachable_peers = 0;  // now: line peers it dials and has not reached for 10 s (a gauge)
 };
 

@@ -217,6 +217,15 @@ class Round {
   // The quorum timeout has passed (measured by the caller): in timeout mode, a quorum is now
   // enough for the reduce and for completion. In fraction mode it changes nothing.
   std::span<const Send> deadline_passed();
+  // Whether every part the round still waits for is a peer's with absent[peer] != 0: a chunk of that peer's block
+  // with no mean yet, or that peer's contribution to a chunk of our block not reduced yet (allreduce/peer_patience.hpp:
+  // then the round need not wait for its deadline). False for a round not started, or complete. Counts nothing.
+  // REQUIRES: absent.size() == partition().peers()
+  bool waits_only_on(std::span<const std::uint8_t> absent) const;
+  // Reduces each chunk of our block that waits only for the contributions of absent peers (absent[peer] != 0) and
+  // has its reduce quorum, as the deadline would; completes nothing (waits_only_on() and deadline_passed() do).
+  // REQUIRES: absent.size() == partition().peers(); our values for those chunks in send_buffer()
+  std::span<const Send> reduce_without(std::span<const std::uint8_t> absent);
 
   // Complete now with what has arrived (BIDMach's catchUp, when a newer round key shows up).
   // Every chunk of our block with at least one contribution is reduced and sent, even below

@@ -38,6 +38,7 @@ struct ClusterConfig {
   Endpoint listen;         // port 0 = pick a free port
   int data_port = 0;       // the data plane's port, on listen's host; 0 = pick a free port
   int socket_buffer_kb = 0;  // SO_SNDBUF and SO_RCVBUF of each data connection; 0 = the kernel's autotuning
+  int data_streams = 1;      // TCP connections to each line peer this node dials
   int heartbeat_ms = 0;
   int connection_timeout_ms = 0;  // > heartbeat_ms
 

@@ -411,6 +411,9 @@ Schema::Schema() {
   add(key(FIELD(cluster, socket_buffer_kb), IntCodec{IntRange{0, 65536}}, 0,
           "send and receive buffer of each data plane connection, in KiB; 0 = the kernel's autotuning (measured "
           "best: BENCHMARKS.md)"));
+  add(key(FIELD(cluster, data_streams), IntCodec{IntRange{1, 16}}, 1,
+          "TCP connections a node opens to each line peer it dials (the lower node id dials), each chunk of a round "
+          "on one of them: more help where one connection cannot fill a long or lossy link (BENCHMARKS.md)"));
   add(key(FIELD(cluster, heartbeat_ms), IntCodec{at_least(1)}, 200, "CAF middleman heartbeat interval"));
   add(key(FIELD(cluster, connection_timeout_ms), IntCodec{at_least(1)}, 1000,
           "a peer silent this long is declared down; > heartbeat_ms"));

@@ -1,6 +1,7 @@
 #include "dataplane/handshake.hpp"
 
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -39,7 +40,7 @@ std::array<std::byte, N> get_bytes(std::span<const std::byte> in, std::size_t at
 
 Result<Refusal> refusal_at(std::span<const std::byte> in, std::size_t at, const char* what) {
   const auto code = wire::get<std::uint32_t>(in, at);
-  if (code > static_cast<std::uint32_t>(Refusal::tls_mismatch))
+  if (code > static_cast<std::uint32_t>(Refusal::busy))
     return Error{.message = std::string(what) + " with unknown refusal code " + std::to_string(code)};
   return static_cast<Refusal>(code);
 }
@@ -63,6 +64,7 @@ std::string to_string(Refusal refusal) {
     case Refusal::unknown_node: return "no such node in that process";
     case Refusal::bad_proof: return "wrong cluster token";
     case Refusal::tls_mismatch: return "one side uses TLS (cluster.tls_certificate) and the other does not";
+    case Refusal::busy: return "busy: too many handshakes under way (from this address, or in all)";
   }
   return "unknown refusal";
 }
@@ -72,7 +74,9 @@ void encode(const Hello& m, std::span<std::byte, kHelloBytes> out) {
   wire::put<std::uint32_t>(out, 4, m.protocol);
   wire::put<std::uint64_t>(out, 8, m.from_node);
   wire::put<std::uint64_t>(out, 16, m.to_node);
-  wire::put<std::uint64_t>(out, 24, m.epoch);
+  wire::put<std::uint16_t>(out, 24, m.stream);
+  wire::put<std::uint16_t>(out, 26, m.streams);
+  wire::put<std::uint32_t>(out, 28, 0);
   put_bytes(out, 32, m.nonce);
 }
 
@@ -100,7 +104,8 @@ Result<Hello> decode_hello(std::span<const std::byte, kHelloBytes> in) {
   m.protocol = wire::get<std::uint32_t>(in, 4);
   m.from_node = wire::get<std::uint64_t>(in, 8);
   m.to_node = wire::get<std::uint64_t>(in, 16);
-  m.epoch = wire::get<std::uint64_t>(in, 24);
+  m.stream = wire::get<std::uint16_t>(in, 24);
+  m.streams = wire::get<std::uint16_t>(in, 26);
   m.nonce = get_bytes<32>(in, 32);
   return m;
 }
@@ -154,6 +159,16 @@ bool equal_macs(const Mac& a, const Mac& b) {
   std::byte diff{0};
   for (std::size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
   return diff == std::byte{0};
+}
+
+void answer_busy(int fd) {
+  std::array<std::byte, kHelloBytes> hello{};
+  while (::recv(fd, hello.data(), hello.size(), MSG_DONTWAIT) > 0) {
+  }
+  std::array<std::byte, kChallengeBytes> answer{};
+  encode(Challenge{.refusal = Refusal::busy}, std::span<std::byte, kChallengeBytes>(answer));
+  (void)::send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
 }
 
 }  // namespace gridtrain::dataplane

@@ -2,7 +2,7 @@
 // How two nodes open a data-plane connection: each proves to the other that it holds the cluster token, without
 // sending it, and names the node it is and the node it wants (one process may host many nodes).
 //
-//   dialer -> acceptor  Hello      magic "GTDH", protocol, from node, to node, epoch, nonce_d (32 bytes)
+//   dialer -> acceptor  Hello      magic "GTDH", protocol, from node, to node, stream k of n, nonce_d (32 bytes)
 //   acceptor -> dialer  Challenge  magic "GTDC", refusal (0: none), nonce_a, mac_a = MAC("acceptor", nonce_d, ids)
 //   dialer -> acceptor  Proof      magic "GTDP", mac_d = MAC("dialer", nonce_a, ids)
 //   acceptor -> dialer  Verdict    magic "GTDV", refusal (0: accepted)
@@ -29,7 +29,11 @@ namespace gridtrain::dataplane {
 
 // 2: the owner of a chunk answers a peer whose contribution it counted with a delta (frame kind 3), which a node of
 // protocol 1 would take for a mean; so the two are refused to each other as another protocol version.
-inline constexpr std::uint32_t kDataProtocol = 2;
+// 3: a dialer may open several connections to one peer (Hello::stream of Hello::streams), which a node of protocol
+// 2 would each take for the one connection, closing the one before.
+inline constexpr std::uint32_t kDataProtocol = 3;
+// The most connections one node opens to one peer (ServiceOptions::streams).
+inline constexpr std::uint16_t kMaxStreams = 16;
 inline constexpr std::uint32_t kControlProtocol = 0x1001;  // the gate in front of CAF's port
 // Set in a Hello's protocol when the dialer will start TLS (dataplane/tls.hpp) once the handshake is through. Each
 // side enforces its own setting: an acceptor with TLS refuses a dialer without (and the reverse) as tls_mismatch,
@@ -50,6 +54,7 @@ enum class Refusal : std::uint32_t {
   unknown_node = 2,  // the node asked for does not live in this process (any more)
   bad_proof = 3,     // the dialer's MAC is wrong: it does not hold the cluster token
   tls_mismatch = 4,  // one side runs TLS after the handshake and the other does not
+  busy = 5,          // too many handshakes under way, from the dialer's address or in all: try again shortly
 };
 std::string to_string(Refusal refusal);
 
@@ -57,7 +62,10 @@ struct Hello {
   std::uint32_t protocol = kDataProtocol;
   std::uint64_t from_node = 0;
   std::uint64_t to_node = 0;
-  std::uint64_t epoch = 0;
+  // This connection is the dialer's stream-th of `streams` to the node (the control channel opens one). An acceptor
+  // checks 0 <= stream < streams <= kMaxStreams.
+  std::uint16_t stream = 0;
+  std::uint16_t streams = 1;
   Nonce nonce{};
   friend bool operator==(const Hello&, const Hello&) = default;
 };
@@ -101,6 +109,12 @@ Mac dialer_mac(const MacFunction& mac, const Nonce& acceptor_nonce, std::uint64_
 
 // A fresh random nonce.
 Nonce make_nonce();
+
+// Answers a connection the port has no room for with a Challenge that refuses it as busy (Refusal::busy), written
+// at once into the fresh socket's empty buffer, never waiting; then the caller closes it. What the dialer sent so
+// far (its hello) is read and dropped first, so that the close is an orderly end, not a reset that could overtake
+// the answer. A dialer that reads the answer knows to try again later (a gate error of its own, a redial).
+void answer_busy(int fd);
 
 // Compares in time that does not depend on where they differ.
 bool equal_macs(const Mac& a, const Mac& b);

@@ -45,6 +45,8 @@ bool LineRunner::start_line(LineSpec spec) {
   floor_ = std::max(floor_, incoming);
   line_ = std::move(spec);
   last_landing_.reset();
+  // Who went silent is learned anew for each line: its peers, and their indices, may have changed.
+  patience_ = allreduce::PeerPatience(static_cast<std::uint32_t>(line_->peers.size()));
   if (line_->round.wire != allreduce::WireFormat::fp32 && residual_.size() != model_.floats) {
     residual_.assign(model_.floats, 0.0f);
     mean_residual_.assign(model_.floats, 0.0f);
@@ -157,6 +159,8 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   slot.held.clear();
   slot.next.assign(p, 0);
   slot.end.assign(p, 0);
+  slot.heard.assign(p, 0);
+  slot.heard[line_->self_index] = 1;
   // scatter() reduces a chunk of our block at once only where our values alone are a quorum: no contribution can
   // have come before it (a peer's frame enters the round, and so scatters it, before it lands).
   if (round.reduce_quorum() <= 1) fetch_own_block(i);
@@ -174,6 +178,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   for (std::uint32_t j = 1; j < p; ++j) release(i, (line_->self_index + j) % p, window);
   if (from_peer) on_event_(RoundEvent{RoundEvent::Kind::started, key, line_->self_index, 0});
   complete_if_done(i);
+  skip_silent(i);
   return true;
 }
 
@@ -242,7 +247,8 @@ void LineRunner::send_all(std::uint32_t slot, std::span<const allreduce::Send> s
     h.length = static_cast<std::uint32_t>(s.data.size());
     h.count = s.count;
     h.wire = s.wire.empty() ? allreduce::WireFormat::fp32 : line_->round.wire;
-    outbox_.send(line_->peers[s.to], h, s.wire.empty() ? std::as_bytes(s.data) : s.wire, SlotTag{dim_, slot});
+    outbox_.send(line_->peers[s.to], h, s.wire.empty() ? std::as_bytes(s.data) : s.wire, SlotTag{dim_, slot},
+                 s.chunk);
   }
 }
 
@@ -270,6 +276,7 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   }
   if (slot.done || !round.complete()) return;
   slot.done = true;
+  patience_.round_done(slot.heard);
   ++counters_.rounds_done;
   const auto& c = round.counters();
   if (c.short_reductions > 0 || c.missing_at_completion > 0) ++counters_.quorum_shortfalls;
@@ -302,6 +309,8 @@ Landing LineRunner::land(std::uint64_t sender, const FrameHeader& h) {
   // The line's links are carrying its rounds: whatever this frame's verdict (a round completed short still gets
   // its late frames), a deadline of the line waits on (see deadline()).
   last_landing_ = std::chrono::steady_clock::now();
+  // A frame of a silent peer, even a late one: it is back, and waited for fully from its next round on.
+  patience_.heard(h.from);
   if (!enter(h.key, true)) {
     ++counters_.stale_dropped;
     return drain;
@@ -362,15 +371,37 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
+      slot.heard[h.from] = 1;
+      patience_.heard(h.from);
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);
       complete_if_done(landing.slot);
+      skip_silent(landing.slot);
       break;
     case allreduce::Verdict::malformed: ++counters_.malformed; break;
     case allreduce::Verdict::stale: ++counters_.stale_dropped; break;
     default: break;
   }
+}
+
+void LineRunner::skip_silent(std::uint32_t i) {
+  Slot& slot = slots_[i];
+  if (!line_ || line_->round.quorum != allreduce::QuorumMode::timeout || !patience_.any_silent() || !slot.active ||
+      slot.done)
+    return;
+  allreduce::Round& round = *slot.round;
+  const auto silent = patience_.silent_peers();
+  // Our block's chunks that wait only for silent peers: reduced now, so that our means go to the peers that wait
+  // for them (each of them does the same with its block).
+  fetch_own_block(i);
+  send_all(i, round.reduce_without(silent));
+  complete_if_done(i);
+  // Nothing left but silent peers' parts: the round completes on its quorum now, not at its deadline.
+  if (slot.done || !round.waits_only_on(silent)) return;
+  ++counters_.silent_skipped;
+  send_all(i, round.deadline_passed());
+  complete_if_done(i);
 }
 
 }  // namespace gridtrain::dataplane

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "dataplane/admission.hpp"
 #include "dataplane/tls.hpp"
 
 namespace gridtrain::dataplane {
@@ -30,7 +31,11 @@ using tcp = asio::ip::tcp;
 using Version = std::pair<std::uint64_t, std::uint64_t>;
 using namespace std::chrono_literals;
 
+// A dial's connect and handshake, all told: 5 s, not the kernel's two minutes of SYN retries.
 constexpr auto kHandshakeTimeout = 5s;
+// An accepted connection's token handshake: four messages of at most 72 bytes, two round trips (160 ms at 80 ms);
+// a connection that sends no hello holds its place in the admission this long. TLS then has kHandshakeTimeout.
+constexpr auto kAcceptTimeout = 2s;
 constexpr auto kFirstRedial = 50ms;
 constexpr auto kLastRedial = 2s;
 // How much one link reads or writes before it lets the others run (fairness on the one thread).
@@ -77,14 +82,17 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   EndpointState(Service::Impl& service, EndpointSetup setup);
 
   // Outbox
-  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag) override;
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag,
+            std::uint32_t chunk) override;
   void retire(SlotTag tag) override;
   bool kernel_reads_payload(std::uint64_t node) const override;
 
   bool wanted(std::uint64_t peer) const;
   void update_links();
   void resume_waiting(std::uint32_t dim);
-  void attach_inbound(std::uint64_t peer, tcp::socket socket, std::unique_ptr<TlsSession> tls);
+  void attach_inbound(const Hello& hello, tcp::socket socket, std::unique_ptr<TlsSession> tls);
+  // Opens the links to a peer reached over `streams` connections (closes any beyond them).
+  void set_streams(std::uint64_t peer, std::uint16_t streams);
   void deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<std::byte> payload);
   void close();
   LineRunner* runner(std::uint32_t dim) { return dim < kMaxLineDims ? runners[dim].get() : nullptr; }
@@ -93,7 +101,10 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
   EndpointSetup setup;
   std::array<DimensionCounters, kMaxLineDims> counters;
   std::array<std::unique_ptr<LineRunner>, kMaxLineDims> runners;
-  std::map<std::uint64_t, std::shared_ptr<Link>> links;
+  // By peer and stream: a peer that this node dials has ServiceOptions::streams of them; one that dials this node
+  // as many as its hello says; one in this process, stream 0 alone.
+  std::map<std::pair<std::uint64_t, std::uint16_t>, std::shared_ptr<Link>> links;
+  std::map<std::uint64_t, std::uint16_t> streams;  // how many of a peer's links its frames are spread over
   std::map<std::uint64_t, std::string> addresses;  // of the peers of our lines
   struct Held {
     std::uint64_t from;
@@ -105,6 +116,7 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
     std::atomic<std::uint64_t> handshakes{0}, bad_frames{0}, oversized{0}, truncated{0};
   } refused;
   std::atomic<std::uint32_t> unreachable{0};  // links that warned of a peer not reached (Link::fail), still wanted
+  std::atomic<std::uint32_t> connections{0};  // TCP connections open, to every peer
   bool closed = false;
 };
 
@@ -113,9 +125,10 @@ struct Service::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::map<std::uint64_t, std::weak_ptr<EndpointState>> endpoints;
   bool stopped = false;
-  // Handshakes under way (the service's thread only). Shared with them: a handshake still pending when the service
-  // ends is destroyed with the io_context, after this Impl.
-  std::shared_ptr<std::size_t> pending_handshakes = std::make_shared<std::size_t>(0);
+  // Handshakes under way, in all and per address (the service's thread only). Shared with them: a handshake still
+  // pending when the service ends is destroyed with the io_context, after this Impl.
+  std::shared_ptr<Admission> admission =
+      std::make_shared<Admission>(Service::kMaxPendingHandshakes, Service::kMaxPendingPerAddress);
   // (what, node, peer) whose refusal was logged (the service's thread only): a peer that keeps redialing with a
   // bad certificate, or keeps sending bad frames, logs one line, not one a try.
   std::set<std::tuple<std::string_view, std::uint64_t, std::uint64_t>> refusals_logged;
@@ -152,8 +165,8 @@ struct OutFrame {
 struct Link : std::enable_shared_from_this<Link> {
   enum class State { waiting, connecting, handshaking, open, closed };
 
-  Link(EndpointState& endpoint, std::uint64_t peer, bool local)
-      : endpoint(endpoint), peer(peer), local(local), redial(endpoint.service.service.context()) {}
+  Link(EndpointState& endpoint, std::uint64_t peer, std::uint16_t stream, bool local)
+      : endpoint(endpoint), peer(peer), stream(stream), local(local), redial(endpoint.service.service.context()) {}
 
   bool dialer() const { return endpoint.setup.node_id < peer; }
   DimensionCounters& counters(std::uint32_t dim) { return endpoint.counters[std::min(dim, kMaxLineDims - 1)]; }
@@ -180,6 +193,7 @@ struct Link : std::enable_shared_from_this<Link> {
 
   EndpointState& endpoint;
   std::uint64_t peer;
+  std::uint16_t stream;  // which of the connections to the peer (EndpointState::links)
   bool local;
   State state = State::waiting;
   std::optional<tcp::socket> socket;
@@ -279,6 +293,7 @@ void Link::reachable_again() {
 void Link::close() {
   if (warned_unreachable) --endpoint.unreachable;  // no longer wanted: nothing to reach
   warned_unreachable = false;
+  if (state == State::open && !local) --endpoint.connections;
   state = State::closed;
   ++generation;
   redial.cancel();
@@ -295,15 +310,19 @@ void Link::fail(const std::string& why) {
   if (state == State::closed) return;
   auto address = endpoint.addresses.find(peer);
   const std::string at = address == endpoint.addresses.end() ? "?" : address->second;
+  const std::string which = stream == 0 ? "" : fmt::format(" (connection {})", stream);
+  if (state == State::open) --endpoint.connections;
   if (state == State::open)
-    spdlog::info("data plane: node {:016x} lost its connection to node {:016x}: {}", endpoint.setup.node_id, peer, why);
+    spdlog::info("data plane: node {:016x} lost its connection to node {:016x}{}: {}", endpoint.setup.node_id, peer,
+                 which, why);
   else
-    spdlog::info("data plane: node {:016x} could not connect to node {:016x} at {}: {}", endpoint.setup.node_id, peer,
-                 at, why);
+    spdlog::info("data plane: node {:016x} could not connect to node {:016x} at {}{}: {}", endpoint.setup.node_id,
+                 peer, at, which, why);
   const auto now = std::chrono::steady_clock::now();
   if (!unreachable_since) unreachable_since = now;
   const auto warn_after = endpoint.service.service.options().unreachable_warning;
-  if (dialer() && !warned_unreachable && now - *unreachable_since >= warn_after) {
+  // A peer is warned about (and counted) once, by its first connection.
+  if (dialer() && stream == 0 && !warned_unreachable && now - *unreachable_since >= warn_after) {
     warned_unreachable = true;
     ++endpoint.unreachable;
     spdlog::warn("data plane: node {:016x} has not reached node {:016x} at {} for {:.1f} s ({}); their lines' rounds "
@@ -382,7 +401,8 @@ struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
       if (!e) self->socket.close();
     });
     const std::uint32_t protocol = kDataProtocol | (tls_context() ? kTlsFlag : 0u);
-    Hello hello{protocol, link->endpoint.setup.node_id, link->peer, 0, make_nonce()};
+    const Hello hello{protocol, link->endpoint.setup.node_id, link->peer, link->stream,
+                      link->endpoint.service.service.options().streams, make_nonce()};
     nonce = hello.nonce;
     encode(hello, std::span<std::byte, kHelloBytes>(hello_bytes));
     asio::async_write(socket, asio::buffer(hello_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
@@ -471,6 +491,7 @@ void Link::open_with(tcp::socket s, std::unique_ptr<TlsSession> session) {
     socket->close(ignored);
   }
   ++generation;
+  if (state != State::open) ++endpoint.connections;
   tune(s, endpoint.service.service.options().socket_buffer_bytes);
   socket.emplace(std::move(s));
   tls = std::move(session);
@@ -702,13 +723,16 @@ EndpointState::EndpointState(Service::Impl& service, EndpointSetup s) : service(
 }
 
 bool EndpointState::kernel_reads_payload(std::uint64_t node) const {
-  const auto it = links.find(node);
+  const auto it = links.find({node, 0});
   return it != links.end() && !it->second->local && !service.service.options().tls;
 }
 
 void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload,
-                         SlotTag tag) {
-  auto it = links.find(node);
+                         SlotTag tag, std::uint32_t chunk) {
+  const auto n = streams.find(node);
+  const auto stream = static_cast<std::uint16_t>(n == streams.end() ? 0 : chunk % n->second);
+  auto it = links.find({node, stream});
+  if (it == links.end()) it = links.find({node, 0});
   if (it == links.end()) {
     ++counters[std::min(tag.dim, kMaxLineDims - 1)].frames_unsent;
     return;
@@ -717,7 +741,7 @@ void EndpointState::send(std::uint64_t node, const FrameHeader& header, std::spa
 }
 
 void EndpointState::retire(SlotTag tag) {
-  for (auto& [peer, link] : links) link->retire(tag);
+  for (auto& [key, link] : links) link->retire(tag);
 }
 
 bool EndpointState::wanted(std::uint64_t peer) const {
@@ -730,25 +754,46 @@ bool EndpointState::wanted(std::uint64_t peer) const {
 // Links to the peers of our lines, and none to others.
 void EndpointState::update_links() {
   for (auto it = links.begin(); it != links.end();) {
-    if (wanted(it->first)) {
+    if (wanted(it->first.first)) {
       ++it;
       continue;
     }
     it->second->close();
     it = links.erase(it);
   }
+  std::erase_if(streams, [this](const auto& s) { return !wanted(s.first); });
   std::set<std::uint64_t> peers;
   for (const auto& r : runners)
     if (const LineSpec* line = r->line())
       for (std::uint64_t p : line->peers)
         if (p != setup.node_id) peers.insert(p);
   for (std::uint64_t p : peers) {
-    if (links.count(p)) continue;
+    if (links.count({p, 0})) continue;
     const bool local = service.endpoint(p) != nullptr;
-    auto link = std::make_shared<Link>(*this, p, local);
-    if (local) link->state = Link::State::open;
-    links.emplace(p, link);
-    if (!local && link->dialer()) {
+    if (local) {
+      auto link = std::make_shared<Link>(*this, p, 0, true);
+      link->state = Link::State::open;
+      links.emplace(std::pair{p, std::uint16_t{0}}, link);
+      streams[p] = 1;
+    } else if (setup.node_id < p) {
+      set_streams(p, service.service.options().streams);
+    } else {
+      set_streams(p, streams.count(p) ? streams[p] : std::uint16_t{1});  // until its dialer's hello says
+    }
+  }
+}
+
+void EndpointState::set_streams(std::uint64_t peer, std::uint16_t count) {
+  streams[peer] = count;
+  for (auto it = links.lower_bound({peer, count}); it != links.end() && it->first.first == peer;) {
+    it->second->close();
+    it = links.erase(it);
+  }
+  for (std::uint16_t k = 0; k < count; ++k) {
+    if (links.count({peer, k})) continue;
+    auto link = std::make_shared<Link>(*this, peer, k, false);
+    links.emplace(std::pair{peer, k}, link);
+    if (link->dialer()) {
       link->unreachable_since = std::chrono::steady_clock::now();
       link->dial();
     }
@@ -756,7 +801,7 @@ void EndpointState::update_links() {
 }
 
 void EndpointState::resume_waiting(std::uint32_t dim) {
-  for (auto& [peer, link] : links)
+  for (auto& [key, link] : links)
     if (link->paused && link->current.key.dim == dim) link->resume();
   // Local frames held for this dimension's new line: land them now, or hold them on.
   std::deque<Held> waiting;
@@ -769,13 +814,12 @@ void EndpointState::resume_waiting(std::uint32_t dim) {
   }
 }
 
-void EndpointState::attach_inbound(std::uint64_t peer, tcp::socket socket, std::unique_ptr<TlsSession> tls) {
-  auto it = links.find(peer);
-  if (it == links.end()) {
-    // A peer that dials before our line with it started: keep the connection; the line will want it.
-    it = links.emplace(peer, std::make_shared<Link>(*this, peer, false)).first;
-  }
-  it->second->open_with(std::move(socket), std::move(tls));
+void EndpointState::attach_inbound(const Hello& hello, tcp::socket socket, std::unique_ptr<TlsSession> tls) {
+  // Its dialer decides how many connections there are. A peer that dials before our line with it started: keep
+  // the connection; the line will want it.
+  const auto n = streams.find(hello.from_node);
+  if (n == streams.end() || n->second != hello.streams) set_streams(hello.from_node, hello.streams);
+  links.at({hello.from_node, hello.stream})->open_with(std::move(socket), std::move(tls));
 }
 
 void EndpointState::deliver_local(std::uint64_t from, const FrameHeader& header, std::vector<std::byte> payload) {
@@ -804,8 +848,9 @@ void EndpointState::close() {
   if (closed) return;
   closed = true;
   for (auto& r : runners) r->drop_line();
-  for (auto& [peer, link] : links) link->close();
+  for (auto& [key, link] : links) link->close();
   links.clear();
+  streams.clear();
   held.clear();
   service.endpoints.erase(setup.node_id);
 }
@@ -853,6 +898,8 @@ const DimensionCounters& Endpoint::counters(std::uint32_t dim) const { return st
 
 std::uint32_t Endpoint::unreachable_peers() const { return state_->unreachable.load(); }
 
+std::uint32_t Endpoint::connections() const { return state_->connections.load(); }
+
 LinkRefusals Endpoint::refusals() const {
   const auto& r = state_->refused;
   return {r.handshakes.load(), r.bad_frames.load(), r.oversized.load(), r.truncated.load()};
@@ -867,14 +914,11 @@ void Endpoint::close() {
 
 // The acceptor's half of dataplane/handshake.hpp: which node the dialer wants, and whether it holds the token.
 struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
-  AcceptorHandshake(Service::Impl& service, tcp::socket s)
-      : service(service), socket(std::move(s)), timer(socket.get_executor()), pending(service.pending_handshakes) {
-    ++*pending;
-  }
-  ~AcceptorHandshake() { --*pending; }
+  AcceptorHandshake(Service::Impl& service, tcp::socket s, Admission::Ticket ticket)
+      : service(service), socket(std::move(s)), timer(socket.get_executor()), ticket(std::move(ticket)) {}
 
   void run() {
-    timer.expires_after(kHandshakeTimeout);
+    timer.expires_after(kAcceptTimeout);
     timer.async_wait([self = shared_from_this()](std::error_code e) {
       if (!e) self->socket.close();
     });
@@ -890,7 +934,9 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
     Challenge challenge;
     endpoint = service.endpoint(this->hello.to_node);
     const bool dialer_tls = (this->hello.protocol & kTlsFlag) != 0;
-    if ((this->hello.protocol & ~kTlsFlag) != kDataProtocol)
+    const bool streams_valid = this->hello.streams >= 1 && this->hello.streams <= kMaxStreams &&
+                               this->hello.stream < this->hello.streams;
+    if ((this->hello.protocol & ~kTlsFlag) != kDataProtocol || !streams_valid)
       challenge.refusal = Refusal::protocol;
     else if (dialer_tls != (tls_context() != nullptr))
       challenge.refusal = Refusal::tls_mismatch;
@@ -934,7 +980,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
       if (e || !ok || self->endpoint->closed) return self->end();
       if (!self->tls_context()) {
         self->timer.cancel();
-        return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), nullptr);
+        return self->endpoint->attach_inbound(self->hello, std::move(self->socket), nullptr);
       }
       self->start_tls();
     });
@@ -943,11 +989,15 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   void start_tls() {
     std::error_code ignored;
     socket.non_blocking(true, ignored);
+    timer.expires_after(kHandshakeTimeout);  // TLS's round trips and certificates, after the token's
+    timer.async_wait([self = shared_from_this()](std::error_code e) {
+      if (!e) self->socket.close();
+    });
     session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::acceptor);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
       if (ok && !self->endpoint->closed) {
         self->timer.cancel();
-        return self->endpoint->attach_inbound(self->hello.from_node, std::move(self->socket), std::move(self->session));
+        return self->endpoint->attach_inbound(self->hello, std::move(self->socket), std::move(self->session));
       }
       if (!ok) {
         ++self->endpoint->refused.handshakes;
@@ -979,7 +1029,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   tcp::socket socket;
   asio::steady_timer timer;
   std::unique_ptr<TlsSession> session;
-  std::shared_ptr<std::size_t> pending;
+  Admission::Ticket ticket;  // its place among the handshakes under way
   Hello hello;
   Nonce nonce{};
   std::shared_ptr<EndpointState> endpoint;
@@ -992,12 +1042,18 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
 void Service::Impl::accept() {
   acceptor->async_accept([this](std::error_code e, tcp::socket s) {
     if (stopped) return;
-    if (!e && *pending_handshakes >= Service::kMaxPendingHandshakes) {
-      ++service.handshakes_overflowed_;
+    if (!e) {
       std::error_code ignored;
-      s.close(ignored);
-    } else if (!e) {
-      std::make_shared<AcceptorHandshake>(*this, std::move(s))->run();
+      const auto from = s.remote_endpoint(ignored).address().to_string();
+      auto admitted = admission->admit(from);
+      if (admitted.ticket) {
+        std::make_shared<AcceptorHandshake>(*this, std::move(s), std::move(*admitted.ticket))->run();
+      } else {
+        ++(admitted.busy == Admission::Busy::address ? service.handshakes_busy_address_
+                                                    : service.handshakes_overflowed_);
+        answer_busy(s.native_handle());
+        s.close(ignored);
+      }
     }
     if (e != asio::error::operation_aborted) accept();
   });

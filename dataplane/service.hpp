@@ -2,7 +2,8 @@
 // Service: the data plane of one process. One thread, one listening port, and the nodes of the process
 // (Endpoint) with their lines' rounds and their connections to their line peers.
 //
-// A round's chunks travel here, not through CAF: over one TCP connection per pair of line peers (a Link), framed
+// A round's chunks travel here, not through CAF: over TCP connections between each pair of line peers (a Link each;
+// one unless ServiceOptions::streams says more), framed
 // as dataplane/frame.hpp says, written straight from the Round's buffers (gather writes) and read straight into
 // them; so control messages never queue behind bulk data, and nothing is serialized or copied on the way. A peer
 // in the same process is reached through memory instead (a copy into a posted delivery), which is how in-process
@@ -54,6 +55,10 @@ struct ServiceOptions {
   bool listen = true;               // false: in-process peers only (deterministic tests)
   bool own_thread = true;           // false: the owner runs it with poll_one() (deterministic tests)
   int socket_buffer_bytes = 0;      // SO_SNDBUF and SO_RCVBUF of every data connection; 0: the kernel's autotuning
+  // TCP connections a node opens to each line peer it dials (the lower id dials; the other side uses as many as
+  // its dialer opened): one lost segment then holds back one connection's share of a round, not all of it. Each
+  // chunk keeps to one connection (chunk mod streams), so that its frames come in order. 1..kMaxStreams.
+  std::uint16_t streams = 1;
   // TLS on every data connection after its token handshake (dataplane/tls.hpp); nullptr: plaintext. Peers must
   // agree: a dialer of the other kind is refused as Refusal::tls_mismatch.
   std::shared_ptr<const TlsContext> tls = nullptr;
@@ -105,6 +110,8 @@ class Endpoint {
   LinkRefusals refusals() const;
   // The line peers this node dials and has not reached for ServiceOptions::unreachable_warning, now.
   std::uint32_t unreachable_peers() const;
+  // The TCP connections it has open to its peers, now (ServiceOptions::streams to each peer it dials).
+  std::uint32_t connections() const;
   // The node ends: its lines and links go; no event comes after this returns... once the service has run it.
   void close();
 
@@ -124,13 +131,16 @@ class Service : public std::enable_shared_from_this<Service> {
 
   // host:port of the listening socket; "" when it does not listen.
   std::string address() const { return address_; }
-  // Connections closed at accept because kMaxPendingHandshakes were under way (an idle flood holds at most that
-  // many sockets, each for the handshake timeout).
+  // Connections answered "busy" (Refusal::busy) and closed at accept: because kMaxPendingHandshakes were under way,
+  // or kMaxPendingPerAddress from the same address (dataplane/admission.hpp). An idle flood from one address holds
+  // at most kMaxPendingPerAddress sockets, each for the handshake's timeout; a dialer told "busy" redials.
   std::uint64_t handshakes_overflowed() const { return handshakes_overflowed_; }
+  std::uint64_t handshakes_busy_address() const { return handshakes_busy_address_; }
   // Connections whose first bytes were no data-plane hello, or that said nothing within the handshake's time, or
   // that asked for a node or protocol not here: strangers, closed without an answer beyond a refusal code.
   std::uint64_t strangers() const { return strangers_; }
   static constexpr std::size_t kMaxPendingHandshakes = 64;
+  static constexpr std::size_t kMaxPendingPerAddress = 16;  // a dialer opens up to kMaxStreams at once
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
   // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
   std::size_t poll_one() { return io_.poll_one(); }
@@ -156,6 +166,7 @@ class Service : public std::enable_shared_from_this<Service> {
   std::unique_ptr<Impl> impl_;
   std::string address_;
   std::atomic<std::uint64_t> handshakes_overflowed_{0};
+  std::atomic<std::uint64_t> handshakes_busy_address_{0};
   std::atomic<std::uint64_t> strangers_{0};
   std::thread thread_;
   // The thread's CPU clock until stop(); then its last reading (so that a recycled thread id is never read). Under

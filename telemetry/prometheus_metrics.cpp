@@ -85,10 +85,11 @@ PrometheusMetrics::PrometheusMetrics(std::unique_ptr<prometheus::Exposer> expose
                         "rounds completed with a chunk averaged over fewer than all peers", node);
   refused_ = by_reason(r, "gridtrain_connections_refused_total",
                        "connections the node's gate turned away before CAF saw a byte, by reason", node,
-                       {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow", "tls"});
+                       {"not_handshake", "wrong_protocol", "bad_proof", "timed_out", "overflow", "busy_address",
+                        "tls"});
   data_refused_ = by_reason(r, "gridtrain_data_refused_total",
                             "data-plane connections and frames refused (each closes its connection), by reason", node,
-                            {"handshake", "bad_frame", "oversized", "truncated", "stranger"});
+                            {"handshake", "bad_frame", "oversized", "truncated", "stranger", "busy", "busy_address"});
   joins_refused_ = by_reason(r, "gridtrain_joins_refused_total",
                              "Joins the GridMaster this node hosts turned away: rejected (with a reason), or "
                              "replayed (a nonce it did not send or took already)",
@@ -149,9 +150,11 @@ void PrometheusMetrics::update(const actors::NodeStats& stats) {
   advance(unsent_, total.frames_unsent, unsent_seen_);
   advance(shortfalls_, total.quorum_shortfalls, shortfalls_seen_);
   const auto& g = stats.gate;
-  advance_each(refused_, {g.not_handshake, g.wrong_protocol, g.bad_proof, g.timed_out, g.overflow, g.tls_refused});
+  advance_each(refused_, {g.not_handshake, g.wrong_protocol, g.bad_proof, g.timed_out, g.overflow, g.busy_address,
+                          g.tls_refused});
   const auto& d = stats.data_plane;
-  advance_each(data_refused_, {d.handshakes, d.bad_frames, d.oversized, d.truncated, d.strangers});
+  advance_each(data_refused_,
+               {d.handshakes, d.bad_frames, d.oversized, d.truncated, d.strangers, d.busy, d.busy_address});
   unreachable_->Set(static_cast<double>(d.unreachable_peers));
   advance_each(joins_refused_, {stats.joins.rejected, stats.joins.replayed});
   advance(dropped_, stats.bad_messages + stats.joins.bad_messages + stats.refused_payloads, dropped_seen_);

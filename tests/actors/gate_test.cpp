@@ -37,7 +37,7 @@ std::vector<std::byte> caf_crash_bytes() {
 
 std::array<std::byte, dataplane::kHelloBytes> hello_bytes(std::uint32_t protocol) {
   std::array<std::byte, dataplane::kHelloBytes> out{};
-  dataplane::encode(dataplane::Hello{protocol, 0, 0, 0, dataplane::make_nonce()},
+  dataplane::encode(dataplane::Hello{protocol, 0, 0, 0, 1, dataplane::make_nonce()},
                     std::span<std::byte, dataplane::kHelloBytes>(out));
   return out;
 }
@@ -79,6 +79,40 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
     CHECK(node.stats().gate.not_handshake == 101);  // what the Prometheus endpoint exports
     // 102 connections turned away cost the node no lasting memory (the gate reads fixed-size messages only).
     CHECK(resident_kb() < before_kb + 8 * 1024);
+  }
+
+  SUBCASE("idle connections from one address hold only its share of the gate; others, and members, still get in") {
+    // A flood from 127.0.0.9: its first kGateMaxPendingPerAddress connections wait for a hello that never comes;
+    // each one more is answered busy at once.
+    std::vector<std::unique_ptr<RawConnection>> flood;
+    for (std::size_t i = 0; i < actors::kGateMaxPendingPerAddress; ++i)
+      flood.push_back(std::make_unique<RawConnection>(port, "127.0.0.9"));
+    for (int i = 0; i < 3; ++i) {
+      RawConnection extra(port, "127.0.0.9");
+      const auto reply = extra.receive(dataplane::kChallengeBytes);
+      REQUIRE(reply.size() == dataplane::kChallengeBytes);
+      const auto challenge = dataplane::decode_challenge(
+          std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
+      REQUIRE(challenge.ok());
+      CHECK(challenge.value().refusal == dataplane::Refusal::busy);
+    }
+    CHECK(eventually([&] { return counts.busy_address == 3; }));
+    // Another address gets the handshake, and a node with the token joins through the gate meanwhile.
+    RawConnection other(port, "127.0.0.1");
+    other.send(hello_bytes(dataplane::kControlProtocol));
+    const auto reply = other.receive(dataplane::kChallengeBytes);
+    REQUIRE(reply.size() == dataplane::kChallengeBytes);
+    const auto challenge =
+        dataplane::decode_challenge(std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
+    REQUIRE(challenge.ok());
+    CHECK(challenge.value().refusal == dataplane::Refusal::none);
+    actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 3.0f), {port});
+    auto joined = running.hold(start_welcomed(b, second));
+    CHECK(answers(a, node));
+    // The idle ones are closed once the gate's handshake time is over (kGateAcceptTimeout, not 5 s).
+    CHECK(eventually([&] { return counts.timed_out >= actors::kGateMaxPendingPerAddress; }));
+    joined.stop();
+    joined.wait();
   }
 
   SUBCASE("a handshake of another channel is refused as another protocol") {

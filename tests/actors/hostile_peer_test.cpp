@@ -41,7 +41,7 @@ std::array<std::byte, N> exactly(const RawConnection& c) {
 std::unique_ptr<RawConnection> intruder_link(std::uint16_t port, std::uint64_t to) {
   const dataplane::MacFunction mac = [](std::span<const std::byte> m) { return actors::token_mac(kToken, m); };
   auto s = std::make_unique<RawConnection>(port);
-  const dataplane::Hello hello{dataplane::kDataProtocol, kIntruder, to, 0, dataplane::make_nonce()};
+  const dataplane::Hello hello{dataplane::kDataProtocol, kIntruder, to, 0, 1, dataplane::make_nonce()};
   std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
   dataplane::encode(hello, hello_bytes);
   s->send(hello_bytes);

@@ -137,6 +137,39 @@ TEST_CASE("in timeout quorum mode a line master waits for every peer until the d
   CHECK(f.started() == 3);
 }
 
+TEST_CASE("in timeout mode a peer that reported none of the last two rounds is not waited for, until it reports") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(3);
+  auto line = f.line(0.5, 1);
+  line.settings.round.quorum = allreduce::QuorumMode::timeout;
+  line.settings.round.quorum_timeout_ms = 200;
+  caf::anon_send(f.master, line);
+  CHECK(f.started() == 1);
+  // Rounds 0 and 1: members 0 and 1 report at once; each round waits for member 2 until its deadline.
+  for (std::uint64_t round = 0; round < 2; ++round) {
+    f.done(round, 0);
+    f.done(round, 1);
+    CHECK(f.started() == round + 1);
+    f.sim.advance_time(milliseconds(200));
+    CHECK(f.started() == round + 2);
+  }
+  // Round 2: member 2 is silent; the round advances as soon as the others report.
+  f.done(2, 0);
+  CHECK(f.started() == 3);
+  f.done(2, 1);
+  CHECK(f.started() == 4);
+  // Member 2 reports round 3 (it is back): round 4 waits for it again, until its deadline.
+  f.done(3, 2);
+  f.done(3, 0);
+  f.done(3, 1);
+  CHECK(f.started() == 5);
+  f.done(4, 0);
+  f.done(4, 1);
+  CHECK(f.started() == 5);
+  f.sim.advance_time(milliseconds(200));
+  CHECK(f.started() == 6);
+}
+
 TEST_CASE("a line master ignores a RoundDone of another layout version and a peer index outside the line") {
   LineMasterFixture f(2);
   caf::anon_send(f.master, f.line(1.0, 3, 4));
@@ -323,7 +356,7 @@ TEST_CASE("in timeout quorum mode, a silent peer is nudged though each round it 
   caf::anon_send(f.master, line);
   f.sim.run();
   for (std::size_t i = 0; i < 3; ++i) take<actors::StartLine>(f.members[i]);
-  for (int t = 0; t < 11; ++t) {  // 1.1 s: members 0 and 1 report at once, each round waits for member 2's deadline
+  for (int t = 0; t < 11; ++t) {  // 1.1 s: members 0 and 1 report at once; member 2 never (silent after 2 rounds)
     const std::uint64_t round = state_of<actors::LineMasterState>(f.master).next_round - 1;
     f.done(round, 0);
     f.done(round, 1);

@@ -1,6 +1,7 @@
 #pragma once
 // What a stranger or an intruder has: a plain TCP connection to a node's port, and a look at this process's
 // resident memory (the node under test runs in it).
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,9 +16,16 @@
 
 namespace gridtrain::testing {
 
-// A plain TCP connection to 127.0.0.1:port, closed with the object; reads wait 5 s at most.
+// A plain TCP connection to 127.0.0.1:port, closed with the object; reads wait 5 s at most. `from`: the local
+// address it comes from (any of 127.0.0.0/8 is this machine), as a stranger on another machine would.
 struct RawConnection {
-  explicit RawConnection(std::uint16_t port) : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
+  explicit RawConnection(std::uint16_t port, const char* from = nullptr) : fd(::socket(AF_INET, SOCK_STREAM, 0)) {
+    if (from) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      REQUIRE(::inet_pton(AF_INET, from, &local.sin_addr) == 1);
+      REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) == 0);
+    }
     sockaddr_in at{};
     at.sin_family = AF_INET;
     at.sin_port = htons(port);

@@ -715,3 +715,25 @@ TEST_CASE("below all p, a quorum reduces without folding: a delta to the peer co
   CHECK_FALSE(round.reduces_with(0, 2));  // reduced already: late
   CHECK(round.contribution_target(kKey, 2, 0, 3).verdict == Verdict::late);
 }
+
+TEST_CASE("waits_only_on: a round that misses only an absent peer's parts says so; one that misses others' does not") {
+  // p = 3, N = 3: one float a block. Peer 2 is absent: neither its contributions nor its block's mean come.
+  SimulatedLine line(3, 3, config(0.5, 0.5, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  const std::vector<std::uint8_t> absent_2{0, 0, 1}, none{0, 0, 0};
+  CHECK_FALSE(line.peer(0).waits_only_on(absent_2));  // not started
+  line.scatter(0);
+  line.scatter(1);
+  CHECK_FALSE(line.peer(0).waits_only_on(absent_2));  // peer 1's contribution to block 0 is still on its way
+  line.deliver_if([](const Message& m) { return m.from != 2 && m.send.to != 2 && m.send.kind == SendKind::scatter; });
+  // Block 0 still waits for peer 2's contribution (the timeout quorum acts only after the deadline), block 2 for
+  // peer 2's mean, and block 1's mean from peer 1 is not here yet.
+  CHECK_FALSE(line.peer(0).waits_only_on(absent_2));
+  line.deadline(1);  // peer 1 reduces block 1 with ours and its own, and sends its mean
+  line.deliver_if([](const Message& m) { return m.from == 1 && m.send.to == 0; });
+  CHECK(line.peer(0).waits_only_on(absent_2));  // what is left is peer 2's: its contribution, its block
+  CHECK_FALSE(line.peer(0).waits_only_on(none));
+  line.deadline(0);
+  CHECK(line.peer(0).complete());
+  CHECK_FALSE(line.peer(0).waits_only_on(absent_2));  // complete: nothing to wait for
+}

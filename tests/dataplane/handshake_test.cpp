@@ -11,7 +11,7 @@ using namespace gridtrain::dataplane;
 using gridtrain::testing::keyed;
 
 TEST_CASE("handshake messages round-trip, and each refuses another's bytes") {
-  Hello hello{kDataProtocol, 11, 22, 5, make_nonce()};
+  Hello hello{kDataProtocol, 11, 22, 5, 7, make_nonce()};
   std::array<std::byte, kHelloBytes> hb{};
   encode(hello, hb);
   REQUIRE(decode_hello(hb).ok());

@@ -62,7 +62,8 @@ struct TestNode : Outbox {
     runner = std::make_unique<LineRunner>(0, id, access, *this, [this](const RoundEvent& e) { events.push_back(e); },
                                           counters);
   }
-  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag) override {
+  void send(std::uint64_t node, const FrameHeader& header, std::span<const std::byte> payload, SlotTag tag,
+            std::uint32_t) override {
     REQUIRE(payload.size() == header.payload_bytes());
     wire.frames.push_back({id, node, header, {payload.begin(), payload.end()}, tag, payload.data()});
   }
@@ -358,6 +359,62 @@ TEST_CASE("in timeout mode a silent peer holds a round only until the actors say
   run_round_without_30(line);
   for (std::uint32_t i = 0; i < 2; ++i) CHECK(line.nodes[i]->done() == 1);
   CHECK(line.nodes[0]->counters.quorum_shortfalls == 1);
+}
+
+TEST_CASE("a peer silent for two rounds is not waited for; the first of its frames that counts has it waited for") {
+  Line line(3, 6, timeout_half());
+  // Rounds 1 and 2 without node 30: each waits for its deadline.
+  auto deliver_but_30 = [&] {
+    while (!line.wire.frames.empty()) {
+      Frame f = std::move(line.wire.frames.front());
+      line.wire.frames.pop_front();
+      if (f.to != 30 && f.from != 30) line.deliver(f);
+    }
+  };
+  for (std::uint64_t r = 1; r <= 2; ++r) {
+    for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(r));
+    deliver_but_30();
+    CHECK(line.nodes[0]->done() == r - 1);  // held until its deadline
+    for (std::uint32_t i = 0; i < 2; ++i) pass_deadline(*line.nodes[i], line.key(r));
+    deliver_but_30();
+    CHECK(line.nodes[0]->done() == r);
+  }
+  // Round 3: node 30 is silent now; nodes 10 and 20 complete as soon as each other's parts are in, no deadline.
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(3));
+  deliver_but_30();
+  for (std::uint32_t i = 0; i < 2; ++i) CHECK(line.nodes[i]->done() == 3);
+  CHECK(line.nodes[0]->counters.silent_skipped == 1);
+  // Node 30 comes back in round 4 (its first round back may still complete without it, where its frames come
+  // after the others'): its frames are heard, and from then on it is waited for like the others.
+  for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(4));
+  line.deliver_all();
+  for (std::uint32_t i = 0; i < 3; ++i) CHECK(line.nodes[i]->done() >= 1);
+  CHECK(line.nodes[0]->done() == 4);
+  const std::uint64_t skipped = line.nodes[0]->counters.silent_skipped;
+  // Round 5 without node 30 again: it was heard in round 4, so the round waits for its deadline once more.
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(5));
+  deliver_but_30();
+  CHECK(line.nodes[0]->done() == 4);
+  CHECK(line.nodes[0]->counters.silent_skipped == skipped);
+  for (std::uint32_t i = 0; i < 2; ++i) pass_deadline(*line.nodes[i], line.key(5));
+  deliver_but_30();
+  CHECK(line.nodes[0]->done() == 5);
+}
+
+TEST_CASE("in fraction mode nothing is skipped: the quorum acts at once anyway, and a silent peer changes nothing") {
+  allreduce::RoundConfig c = timeout_half();
+  c.quorum = allreduce::QuorumMode::fraction;
+  Line line(3, 6, c);
+  for (std::uint64_t r = 1; r <= 3; ++r) {
+    for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->start_round(line.key(r));
+    while (!line.wire.frames.empty()) {
+      Frame f = std::move(line.wire.frames.front());
+      line.wire.frames.pop_front();
+      if (f.to != 30 && f.from != 30) line.deliver(f);
+    }
+  }
+  CHECK(line.nodes[0]->done() == 3);
+  CHECK(line.nodes[0]->counters.silent_skipped == 0);
 }
 
 TEST_CASE("a new line drops the old line's rounds without an update, and its queued frames") {

@@ -2,6 +2,8 @@
 #include <doctest/doctest.h>
 
 #include <asio.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,6 +131,90 @@ TEST_CASE("two processes' data planes run rounds over TCP to the exact mean, rou
   CHECK(c.bytes_received == 20 * 300000 * sizeof(float));
   CHECK(c.frames_unsent == 0);
   CHECK(c.malformed == 0);
+}
+
+namespace {
+
+// This process's TCP sockets connected to `port` on 127.0.0.1: a dialer's ends of its connections to a service.
+std::vector<int> sockets_to(std::uint16_t port) {
+  std::vector<int> out;
+  for (int fd = 0; fd < 4096; ++fd) {
+    sockaddr_in peer{};
+    socklen_t length = sizeof(peer);
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) == 0 && peer.sin_family == AF_INET &&
+        ntohs(peer.sin_port) == port)
+      out.push_back(fd);
+  }
+  return out;
+}
+
+std::uint16_t port_of(const std::string& address) {
+  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+}  // namespace
+
+TEST_CASE("several connections to a peer: its dialer opens them, the chunks spread over them, a lost one comes back") {
+  // Node 1 dials node 2 (the lower id dials) with 4 connections; node 2's own setting (1) does not matter: it uses
+  // as many as its dialer opened.
+  auto a = Service::start({.streams = 4}).value();
+  auto b = service();
+  Node n1(*a, 1, 300000, 0.0f), n2(*b, 2, 300000, 10.0f);
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  std::uint64_t r = 0;
+  auto rounds = [&](std::uint64_t n) {
+    for (std::uint64_t last = r + n; r < last;) {
+      ++r;
+      n1.endpoint->start_round(key(3, r));
+      n2.endpoint->start_round(key(3, r));
+      REQUIRE(n1.wait_done(r));
+      REQUIRE(n2.wait_done(r));
+    }
+  };
+  rounds(10);
+  CHECK(n1.endpoint->connections() == 4);
+  CHECK(n2.endpoint->connections() == 4);
+  std::vector<int> dialed = sockets_to(port_of(b->address()));
+  REQUIRE(dialed.size() == 4);
+  // One of them breaks (as a peer's reset would break it): node 1 redials it, and rounds go on over all four.
+  ::shutdown(dialed[1], SHUT_RDWR);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (sockets_to(port_of(b->address())).size() == 4 && n1.endpoint->connections() == 4 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  while (n1.endpoint->connections() < 4 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  CHECK(n1.endpoint->connections() == 4);
+  rounds(10);
+  const auto m1 = n1.read(), m2 = n2.read();
+  CHECK(m1 == m2);
+  for (std::size_t j = 0; j < m1.size(); j += 997) CHECK(m1[j] == 5.0f + static_cast<float>(j % 1000));
+  const DimensionCounters& c = n1.endpoint->counters(0);
+  CHECK(c.malformed == 0);
+  CHECK(c.rounds_done == 20);
+}
+
+TEST_CASE("a hello for a connection beyond the streams it names is refused as another protocol") {
+  auto b = service();
+  Node n2(*b, 2, 1000, 10.0f);
+  for (const auto& [stream, streams] : {std::pair<int, int>{4, 4}, {0, 0}, {0, kMaxStreams + 1}}) {
+    CAPTURE(stream);
+    CAPTURE(streams);
+    asio::io_context io;
+    asio::ip::tcp::socket s(io);
+    s.connect({asio::ip::make_address("127.0.0.1"), port_of(b->address())});
+    std::array<std::byte, kHelloBytes> hello{};
+    encode(Hello{kDataProtocol, 1, 2, static_cast<std::uint16_t>(stream), static_cast<std::uint16_t>(streams),
+                 make_nonce()},
+           std::span<std::byte, kHelloBytes>(hello));
+    asio::write(s, asio::buffer(hello));
+    std::array<std::byte, kChallengeBytes> answer{};
+    asio::read(s, asio::buffer(answer));
+    auto challenge = decode_challenge(answer);
+    REQUIRE(challenge.ok());
+    CHECK(challenge.value().refusal == Refusal::protocol);
+  }
+  CHECK(n2.endpoint->connections() == 0);
 }
 
 namespace {
@@ -271,23 +357,63 @@ TEST_CASE("random bytes on the data port, and a frame too long for any line, lea
   CHECK(n2.read()[0] == 5.0f);
 }
 
-TEST_CASE("a flood of idle connections holds at most a bounded number of handshakes; the rest are closed at once") {
-  auto a = service();
-  const auto colon = a->address().rfind(':');
-  const asio::ip::tcp::endpoint at{asio::ip::make_address("127.0.0.1"),
-                                   static_cast<std::uint16_t>(std::stoi(a->address().substr(colon + 1)))};
+namespace {
+
+// A TCP connection to 127.0.0.1:port from the local address `from` (any of 127.0.0.0/8 is this machine), as a
+// stranger on another machine would make it.
+asio::ip::tcp::socket connect_from(asio::io_context& io, const char* from, std::uint16_t port) {
+  asio::ip::tcp::socket s(io);
+  s.open(asio::ip::tcp::v4());
+  s.bind({asio::ip::make_address(from), 0});
+  s.connect({asio::ip::make_address("127.0.0.1"), port});
+  return s;
+}
+
+// The refusal in the challenge a connection got, or nullopt if it got none.
+std::optional<Refusal> answer_of(asio::ip::tcp::socket& s) {
+  std::array<std::byte, kChallengeBytes> answer{};
+  std::error_code e;
+  asio::read(s, asio::buffer(answer), e);
+  if (e) return std::nullopt;
+  auto challenge = decode_challenge(answer);
+  if (!challenge) return std::nullopt;
+  return challenge.value().refusal;
+}
+
+}  // namespace
+
+TEST_CASE("idle connections from one address hold only its share of the handshakes; the rest get a busy answer") {
+  auto a = service(), b = service();
+  Node n1(*a, 1, 1000, 0.0f), n2(*b, 2, 1000, 10.0f);
+  const std::uint16_t port = port_of(b->address());
   asio::io_context io;
   std::vector<asio::ip::tcp::socket> idle;
-  const std::size_t extra = 16;
-  for (std::size_t i = 0; i < Service::kMaxPendingHandshakes + extra; ++i) {
-    idle.emplace_back(io);
-    idle.back().connect(at);
-  }
-  // The service accepts them in order: the first kMaxPendingHandshakes wait for a hello, the rest are closed.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
-  while (a->handshakes_overflowed() < extra && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(a->handshakes_overflowed() == extra);
+  for (std::size_t i = 0; i < Service::kMaxPendingPerAddress; ++i) idle.push_back(connect_from(io, "127.0.0.9", port));
+  // One more from that address is answered busy at once, and closed.
+  auto extra = connect_from(io, "127.0.0.9", port);
+  CHECK(answer_of(extra) == Refusal::busy);
+  CHECK(b->handshakes_busy_address() == 1);
+  // The line of nodes 1 and 2 (node 1 dials from 127.0.0.1) still forms and runs.
+  start_line({&n1, &n2}, {a->address(), b->address()}, 3);
+  n1.endpoint->start_round(key(3, 1));
+  n2.endpoint->start_round(key(3, 1));
+  REQUIRE(n1.wait_done(1));
+  REQUIRE(n2.wait_done(1));
+  CHECK(n2.read()[0] == 5.0f);
+}
+
+TEST_CASE("in all, at most kMaxPendingHandshakes wait: addresses that fill them leave the next one a busy answer") {
+  auto b = service();
+  const std::uint16_t port = port_of(b->address());
+  asio::io_context io;
+  std::vector<asio::ip::tcp::socket> idle;
+  for (const char* from : {"127.0.0.10", "127.0.0.11", "127.0.0.12", "127.0.0.13"})
+    for (std::size_t i = 0; i < Service::kMaxPendingPerAddress; ++i) idle.push_back(connect_from(io, from, port));
+  REQUIRE(idle.size() == Service::kMaxPendingHandshakes);
+  auto over = connect_from(io, "127.0.0.14", port);
+  CHECK(answer_of(over) == Refusal::busy);
+  CHECK(b->handshakes_overflowed() == 1);
+  CHECK(b->handshakes_busy_address() == 0);
 }
 
 TEST_CASE("a line of nodes in one process runs its rounds through memory") {

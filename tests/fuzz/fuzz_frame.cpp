@@ -20,7 +20,7 @@ using namespace gridtrain;
 using namespace gridtrain::dataplane;
 
 struct NoOutbox : Outbox {
-  void send(std::uint64_t, const FrameHeader&, std::span<const std::byte>, SlotTag) override {}
+  void send(std::uint64_t, const FrameHeader&, std::span<const std::byte>, SlotTag, std::uint32_t) override {}
   void retire(SlotTag) override {}
   bool kernel_reads_payload(std::uint64_t) const override { return true; }  // sends straight from the model
 };

@@ -158,7 +158,7 @@ struct Connection {
 bool handshake(const Connection& c) {
   using namespace dataplane;
   const MacFunction mac = [](std::span<const std::byte> m) { return actors::token_mac(kToken, m); };
-  const Hello hello{kDataProtocol, kIntruder, 1, 0, make_nonce()};
+  const Hello hello{kDataProtocol, kIntruder, 1, 0, 1, make_nonce()};
   std::array<std::byte, kHelloBytes> hello_bytes{};
   encode(hello, hello_bytes);
   std::array<std::byte, kChallengeBytes> challenge_bytes{};
