@@ -327,35 +327,35 @@ std::span<const Send> Round::deadline_passed() {
   return outbox_;
 }
 
+bool Round::missing_only(std::uint32_t k, std::span<const std::uint8_t> absent) const {
+  const std::uint32_t p = peers();
+  for (std::uint32_t q = 0; q < p; ++q)
+    if (q != self_ && !contributed_[std::size_t{k} * p + q] && !absent[q]) return false;
+  return true;
+}
+
 bool Round::waits_only_on(std::span<const std::uint8_t> absent) const {
   if (!started_ || complete_) return false;
-  const std::uint32_t p = peers();
   for (std::uint32_t c = 0; c < partition_.chunk_count(); ++c) {
     if (counts_[c] > 0) continue;
     const std::uint32_t owner = partition_.block_of(c);
-    if (owner != self_) {
-      if (!absent[owner]) return false;
-      continue;
-    }
-    const std::uint32_t k = c - first_chunk_;
-    for (std::uint32_t q = 0; q < p; ++q)
-      if (q != self_ && !contributed_[std::size_t{k} * p + q] && !absent[q]) return false;
+    if (owner == self_ ? !missing_only(c - first_chunk_, absent) : !absent[owner]) return false;
   }
   return true;
 }
 
+bool Round::reduces_without(std::uint32_t c, std::span<const std::uint8_t> absent) const {
+  if (!started_ || finished_ || c < first_chunk_ || c - first_chunk_ >= contributions_.size() || counts_[c] > 0)
+    return false;
+  const std::uint32_t k = c - first_chunk_;
+  // The quorum as after the deadline: the absent peers' parts are what the deadline would stop waiting for.
+  return contributions_[k] >= reduce_quorum_ && missing_only(k, absent);
+}
+
 std::span<const Send> Round::reduce_without(std::span<const std::uint8_t> absent) {
   outbox_.clear();
-  if (!started_ || finished_) return {};
-  const std::uint32_t p = peers();
-  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
-    // The quorum as after the deadline: the absent peers' parts are what the deadline would stop waiting for.
-    if (counts_[first_chunk_ + k] != 0 || contributions_[k] < reduce_quorum_) continue;
-    bool only_absent = true;
-    for (std::uint32_t q = 0; q < p && only_absent; ++q)
-      only_absent = q == self_ || contributed_[std::size_t{k} * p + q] || absent[q];
-    if (only_absent) reduce(first_chunk_ + k);
-  }
+  for (std::uint32_t c = first_chunk_; c < first_chunk_ + contributions_.size(); ++c)
+    if (reduces_without(c, absent)) reduce(c);
   return outbox_;
 }
 

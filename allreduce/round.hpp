@@ -222,8 +222,11 @@ class Round {
   // then the round need not wait for its deadline). False for a round not started, or complete. Counts nothing.
   // REQUIRES: absent.size() == partition().peers()
   bool waits_only_on(std::span<const std::uint8_t> absent) const;
-  // Reduces each chunk of our block that waits only for the contributions of absent peers (absent[peer] != 0) and
-  // has its reduce quorum, as the deadline would; completes nothing (waits_only_on() and deadline_passed() do).
+  // Whether reduce_without(absent) would reduce chunk c now (so that our values must be in send_ first): a chunk of
+  // our block with no mean yet, its reduce quorum in, and only absent peers' contributions missing. Counts nothing.
+  bool reduces_without(std::uint32_t c, std::span<const std::uint8_t> absent) const;
+  // Reduces each chunk of our block that reduces_without(absent) names, as the deadline would; completes nothing
+  // (waits_only_on() and deadline_passed() do).
   // REQUIRES: absent.size() == partition().peers(); our values for those chunks in send_buffer()
   std::span<const Send> reduce_without(std::span<const std::uint8_t> absent);
 
@@ -272,6 +275,8 @@ class Round {
   // The checks made before a contribution is taken: our block's chunk it is for, or the verdict. Counts nothing.
   Verdict judge(const RoundKey& key, std::uint32_t from, std::size_t offset, std::size_t length,
                 std::uint32_t& chunk) const;
+  // Whether every contribution to chunk k of our block not in yet is an absent peer's (absent[peer] != 0).
+  bool missing_only(std::uint32_t k, std::span<const std::uint8_t> absent) const;
   // Collects into theirs_ where chunk c's contributions from the other peers lie, in peer order: those counted, and
   // `also`'s.
   void collect_theirs(std::uint32_t c, std::optional<std::uint32_t> also = std::nullopt);

@@ -371,8 +371,7 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   switch (outcome.verdict) {
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
-      slot.heard[h.from] = 1;
-      patience_.heard(h.from);
+      slot.heard[h.from] = 1;  // (patience_ heard it as it landed)
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);
@@ -393,13 +392,16 @@ void LineRunner::skip_silent(std::uint32_t i) {
   allreduce::Round& round = *slot.round;
   const auto silent = patience_.silent_peers();
   // Our block's chunks that wait only for silent peers: reduced now, so that our means go to the peers that wait
-  // for them (each of them does the same with its block).
-  fetch_own_block(i);
+  // for them (each of them does the same with its block). Our values are copied out just before, as for any reduce.
+  const allreduce::Partition& part = round.partition();
+  for (std::uint32_t c = part.first_chunk(round.self()); c < part.first_chunk(round.self() + 1); ++c)
+    if (round.reduces_without(c, silent)) fetch(i, c);
   send_all(i, round.reduce_without(silent));
   complete_if_done(i);
   // Nothing left but silent peers' parts: the round completes on its quorum now, not at its deadline.
   if (slot.done || !round.waits_only_on(silent)) return;
   ++counters_.silent_skipped;
+  fetch_own_block(i);
   send_all(i, round.deadline_passed());
   complete_if_done(i);
 }
