@@ -50,7 +50,7 @@ namespace gridtrain::actors {
 
 // Raised whenever the wire format or the meaning of a message changes; a joining node with another version is
 // rejected.
-inline constexpr std::uint32_t protocol_version = 9;  // 9: the wire format (RoundConfig, Join, frames)
+inline constexpr std::uint32_t protocol_version = 10;  // 10: NodeFigures::epochs_done
 
 // Every node offers grid::kMaxDims DimensionNodes and LineMasters, whatever its own config says: the cluster's
 // config, not the joiner's, decides how many dimensions the grid uses.
@@ -394,7 +394,7 @@ typename Inspector::result_type inspect(Inspector& f, GridState& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeFigures& x) {
   return f(caf::meta::type_name("node_figures"), x.rounds_done, x.param_mean, x.param_l2, x.samples,
-           x.test_accuracy, x.stale_dropped, x.quorum_shortfalls);
+           x.test_accuracy, x.epochs_done, x.stale_dropped, x.quorum_shortfalls);
 }
 
 // Node -> GridMaster, every report interval: what `gridnode status` shows about the node.

@@ -209,6 +209,7 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   if (s.setup.progress) {
     f.samples = s.setup.progress->samples.load(std::memory_order_relaxed);
     f.test_accuracy = s.setup.progress->test_accuracy.load(std::memory_order_relaxed);
+    f.epochs_done = s.setup.progress->epochs_done.load(std::memory_order_relaxed);
   }
   return r;  // without a trainer, samples and test_accuracy stay 0 and -1
 }

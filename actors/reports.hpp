@@ -108,6 +108,9 @@ struct NodeFigures {
   double param_l2 = 0;
   std::uint64_t samples = 0;
   double test_accuracy = -1;  // < 0: not evaluated yet (or the node does not train)
+  // The last training epoch the node finished (its learner's, or what a Python node reported), 0: none yet. A node
+  // that joins a running cluster may take up the schedule from it (gridtrain.Node.cluster_epochs_done()).
+  std::uint32_t epochs_done = 0;
   std::uint64_t stale_dropped = 0;
   std::uint64_t quorum_shortfalls = 0;
 };

@@ -143,7 +143,10 @@ void Trainer::run() {
     r.tau = new_rounds ? static_cast<double>(l.steps() - epoch_steps) / static_cast<double>(new_rounds)
                        : std::numeric_limits<double>::infinity();
     final_accuracy_.store(eval.accuracy);
-    if (setup_.progress) setup_.progress->test_accuracy.store(eval.accuracy, std::memory_order_relaxed);
+    if (setup_.progress) {
+      setup_.progress->test_accuracy.store(eval.accuracy, std::memory_order_relaxed);
+      setup_.progress->epochs_done.store(static_cast<std::uint32_t>(r.epoch), std::memory_order_relaxed);
+    }
     reported = true;
     if (setup_.on_epoch) setup_.on_epoch(r);
     epoch_start = now;

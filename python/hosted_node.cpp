@@ -202,6 +202,7 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
                  : std::numeric_limits<double>::infinity();
   if (figures.test_accuracy >= 0) progress_->test_accuracy.store(figures.test_accuracy, std::memory_order_relaxed);
+  if (figures.epoch > 0) progress_->epochs_done.store(static_cast<std::uint32_t>(figures.epoch), std::memory_order_relaxed);
   telemetry::tell("epoch", telemetry::progress_line(r), telemetry::epoch_fields(r));
   if (csv_) csv_->write(plan_.name, r);
   if (prometheus_) prometheus_->update(r);

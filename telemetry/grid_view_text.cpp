@@ -65,6 +65,7 @@ std::string grid_view_json(const actors::GridView& view) {
                      {"param_l2", f.param_l2},
                      {"samples", f.samples},
                      {"test_accuracy", f.test_accuracy},
+                     {"epochs_done", f.epochs_done},
                      {"param_distance", n.param_distance < 0 ? json(nullptr) : json(n.param_distance)},
                      {"stale_dropped", f.stale_dropped},
                      {"quorum_shortfalls", f.quorum_shortfalls}});

@@ -140,6 +140,12 @@ def main():
             averager = gridtrain.torch.ElasticAverager(node, model)  # joins; a joiner copies a line peer's model
             if saved and saved.get("averager"):
                 averager.load_state_dict(saved["averager"])
+            # Joined a running cluster (or restarted): take up its schedule where the others are, as the model
+            # just copied is. Behind it, this node's larger learning rate would pull them back at their end.
+            done = min(node.cluster_epochs_done(), a.epochs - 1)  # at least one epoch of its own
+            if done > start_epoch:
+                print(f"node {rank}: the cluster finished {done} epochs; continuing from epoch {done + 1}", flush=True)
+                start_epoch = done
             accuracy = train(averager, node)
     print(f"node {rank}: final test_accuracy {accuracy:.4f}", flush=True)
     return 0

@@ -133,6 +133,15 @@ class Node:
         """The live grid, as `gridnode status --json` prints it (a dict)."""
         return json.loads(self._core.grid_json())
 
+    def cluster_epochs_done(self):
+        """The most epochs any other member has finished and reported (report_epoch, or gridnode's learner), 0 when
+        none has. A node that joins a running cluster (a restart from a checkpoint included) takes up the schedule
+        from here rather than from its own count: the model it copied is that far along, and a node whose learning
+        rate schedule lags the others' pulls them back toward an earlier model near the end of theirs. What the
+        node last heard from its GridMaster (its members report every half second)."""
+        me = self.id
+        return max((n.get("epochs_done", 0) for n in self.grid()["nodes"] if n["id"] != me), default=0)
+
     def data_shard(self):
         """(index, count): this node's place among the cluster's members now (ordered by id), and how many there
         are. Cutting the data into `count` parts and taking part `index`, again each epoch, the members always

@@ -56,7 +56,7 @@ class ClusterTest(TestCase):
             view = status(run.address)
             nodes = view["nodes"]
             if len(nodes) == 2 and all(n["samples"] > 0 and n["test_accuracy"] == 0.5 and n["rounds_done"] > 0
-                                       for n in nodes):
+                                       and n["epochs_done"] > 0 for n in nodes):
                 break
             self.assertLess(time.monotonic(), deadline, f"status never showed both nodes training: {view}")
             time.sleep(0.5)
@@ -69,6 +69,13 @@ class ClusterTest(TestCase):
         # JSON logs: the node's own events are JSON objects, one per line.
         events = [json.loads(line) for line in first.lines if line.startswith("{")]
         self.assertTrue({"listening", "joined", "epoch"} <= {e.get("event") for e in events}, events[:5])
+        # A node that joins now learns how far the others are (to take up their schedule, as the MLP example does).
+        joiner = run.start_rank(2)
+        others = min(n["epochs_done"] for n in nodes)
+        done = joiner.wait_for_line(r"the others finished (\d+) epochs", 60)
+        self.assertIsNotNone(done, joiner.output())
+        self.assertGreaterEqual(int(done.group(1)), others)
+        joiner.stop(signal.SIGTERM)
         # A signal makes the node leave cleanly; the cluster then has one member.
         run.ranks[1].proc.send_signal(signal.SIGTERM)
         self.assertEqual(run.ranks[1].wait(timeout=30), 0)

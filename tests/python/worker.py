@@ -46,7 +46,8 @@ def main():
     try:
         with gridtrain.Node(config=a.config, overrides=a.set) as node:
             averager = gridtrain.torch.ElasticAverager(node, model)
-            print(f"worker: in the cluster as {node.address}, metrics port {node.metrics_port}", flush=True)
+            print(f"worker: in the cluster as {node.address}, metrics port {node.metrics_port}; "
+                  f"the others finished {node.cluster_epochs_done()} epochs", flush=True)
             step = 0
             while not stopping and (a.steps == 0 or step < a.steps):
                 x = torch.randn(32, 8)
