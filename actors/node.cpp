@@ -463,7 +463,7 @@ constexpr std::size_t kWarmStartTries = 3;
 
 void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<void(Result<std::uint64_t>)> done);
 void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, const caf::actor& peer,
-                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset);
+                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset, std::uint64_t want);
 
 // The member `ended` asked is gone before it answered: ask the next one, unless kWarmStartTries have been asked.
 void warm_start_next(Self self, NodeState::WarmStart ended) {
@@ -493,7 +493,7 @@ void warm_start_from(Self self, std::vector<std::uint64_t> tried, std::function<
   s.warm_start_attempts.emplace(sequence, NodeState::WarmStart{member->node, std::move(tried), std::move(done)});
   self->monitor(member->node);
   warm_start_slice(self, sequence, from, member->node, std::make_shared<std::vector<float>>(s.setup.store->size()),
-                   0);
+                   0, kWarmFirstSliceFloats);
 }
 
 // Ends the warm start `sequence` if it is still under way (nullopt otherwise: it was given up already).
@@ -507,15 +507,17 @@ std::optional<NodeState::WarmStart> take_warm_start(Self self, std::uint64_t seq
   return ended;
 }
 
-// Asks `peer` for the slice of its model at `offset` into `model`, then for the next one; after the last, assigns
-// the whole to our store at once (a failure half-way leaves the store as it was).
+// Asks `peer` for the slice of its model at `offset` into `model` (`want` floats), then for the next one, sized by
+// how fast this one came (next_warm_slice_floats); after the last, assigns the whole to our store at once (a failure
+// half-way leaves the store as it was).
 void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, const caf::actor& peer,
-                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset) {
-  const std::uint64_t count = warm_slice_count(model->size(), offset);
+                      std::shared_ptr<std::vector<float>> model, std::uint64_t offset, std::uint64_t want) {
+  const std::uint64_t count = warm_slice_count(model->size(), offset, want);
+  const auto asked = std::chrono::steady_clock::now();
   self->request(peer, std::chrono::seconds(30), warm_params_atom::value, offset, count)
       .then(
-          [self, sequence, from, peer, model, offset, count](std::uint64_t signature, std::uint64_t size,
-                                                             FloatPayload& slice) {
+          [self, sequence, from, peer, model, offset, count, asked](std::uint64_t signature, std::uint64_t size,
+                                                                    FloatPayload& slice) {
             auto& s = self->state;
             if (!s.warm_start_attempts.count(sequence)) return;  // given up: its member died, the next was asked
             if (Status placed = place_warm_slice(*s.setup.store, *model, offset, count, signature, size, slice);
@@ -523,8 +525,13 @@ void warm_start_slice(Self self, std::uint64_t sequence, std::uint64_t from, con
               if (auto ended = take_warm_start(self, sequence)) ended->done(placed.error());
               return;
             }
-            if (offset + count < model->size())
-              return warm_start_slice(self, sequence, from, peer, model, offset + count);
+            if (offset + count < model->size()) {
+              const std::chrono::milliseconds timeout(
+                  s.cluster_config.value_or(s.setup.config).cluster.connection_timeout_ms);
+              const std::uint64_t next =
+                  next_warm_slice_floats(count, std::chrono::steady_clock::now() - asked, timeout / 4);
+              return warm_start_slice(self, sequence, from, peer, model, offset + count, next);
+            }
             auto ended = take_warm_start(self, sequence);
             s.setup.store->assign(*model);
             ++s.warm_starts;

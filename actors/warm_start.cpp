@@ -7,8 +7,17 @@
 
 namespace gridtrain::actors {
 
-std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset) {
-  return std::min<std::uint64_t>(kWarmSliceFloats, floats - offset);
+std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset, std::uint64_t want) {
+  return std::min({want, kWarmSliceFloats, floats - offset});
+}
+
+std::uint64_t next_warm_slice_floats(std::uint64_t floats, std::chrono::nanoseconds took,
+                                     std::chrono::nanoseconds budget) {
+  if (took.count() <= 0) return kWarmSliceFloats;
+  const double next = static_cast<double>(floats) * static_cast<double>(budget.count()) /
+                      static_cast<double>(took.count());
+  if (next >= static_cast<double>(kWarmSliceFloats)) return kWarmSliceFloats;
+  return std::max(kWarmFirstSliceFloats, static_cast<std::uint64_t>(next));
 }
 
 Status place_warm_slice(const learner::ParameterStore& store, std::span<float> model, std::uint64_t offset,

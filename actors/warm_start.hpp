@@ -19,8 +19,20 @@
 
 namespace gridtrain::actors {
 
-// The floats to ask for at `offset` of a model of `floats`: a whole slice (kWarmSliceFloats), or what is left.
-std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset);
+// The floats to ask for at `offset` of a model of `floats`: `want` (at most kWarmSliceFloats), or what is left.
+std::uint64_t warm_slice_count(std::uint64_t floats, std::uint64_t offset, std::uint64_t want = kWarmSliceFloats);
+
+// A joiner's first slice: 64 KB, which crosses even a slow link in a fraction of a connection timeout.
+inline constexpr std::uint64_t kWarmFirstSliceFloats = std::uint64_t{1} << 14;
+
+// The size of the next slice: as many floats as the last one (`floats`, `took` from the ask to the answer) would
+// move in `budget` at the same rate, from kWarmFirstSliceFloats to kWarmSliceFloats. Why: CAF 0.17 counts a
+// connection's silence from the last whole message it read, so a message that takes longer than
+// cluster.connection_timeout_ms to arrive closes the connection at the receiver. At 5 Mbit/s a 1 MB slice took 1.6 s
+// against the default 1 s: the joiner dropped its connection to the member it copied from (the GridMaster), and the
+// cluster that was forming broke. The node asks with a budget of a quarter of the connection timeout.
+std::uint64_t next_warm_slice_floats(std::uint64_t floats, std::chrono::nanoseconds took,
+                                     std::chrono::nanoseconds budget);
 
 // One answer to (warm_params_atom, offset, count), asked of a member: copies `slice` into `model` at `offset` if it
 // is a slice of the model `store` holds (the same signature and size) of the `count` floats asked for; otherwise

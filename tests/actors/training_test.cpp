@@ -220,6 +220,27 @@ TEST_CASE("warm start moves a model of several slices whole, and a member refuse
   }
 }
 
+TEST_CASE("warm start sizes its slices to cross the link in a quarter of the connection timeout") {
+  using std::chrono::milliseconds;
+  const milliseconds budget(250);  // the default connection timeout of 1 s, over 4
+  // 5 Mbit/s at 80 ms: 64 KB came in 185 ms, so the next slice is as much as comes in 250 ms, about 88 KB.
+  const std::uint64_t slow = actors::next_warm_slice_floats(actors::kWarmFirstSliceFloats, milliseconds(185), budget);
+  CHECK(slow > actors::kWarmFirstSliceFloats);
+  CHECK(slow * 4 * 8 / 5e6 < 0.25);  // its bytes at 5 Mbit/s: within the budget
+  // Slower still: never below the first slice's size.
+  CHECK(actors::next_warm_slice_floats(actors::kWarmFirstSliceFloats, milliseconds(5000), budget) ==
+        actors::kWarmFirstSliceFloats);
+  // Fast (loopback, or 1 Gbit/s): a whole slice, the most a member serves at once.
+  CHECK(actors::next_warm_slice_floats(actors::kWarmFirstSliceFloats, milliseconds(1), budget) ==
+        actors::kWarmSliceFloats);
+  CHECK(actors::next_warm_slice_floats(actors::kWarmFirstSliceFloats, milliseconds(0), budget) ==
+        actors::kWarmSliceFloats);
+  // What is asked never passes the model's end, nor a whole slice.
+  CHECK(actors::warm_slice_count(100, 90, actors::kWarmFirstSliceFloats) == 10);
+  CHECK(actors::warm_slice_count(actors::kWarmSliceFloats * 2, 0, actors::kWarmSliceFloats * 2) ==
+        actors::kWarmSliceFloats);
+}
+
 TEST_CASE("warm start prefers a line peer, takes any member otherwise, and nobody when alone") {
   auto member = [](std::uint64_t id, std::int32_t x, std::int32_t y) {
     actors::Placement n;
