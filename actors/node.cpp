@@ -368,8 +368,27 @@ void stand(Self self) {
 
 void walk_step(Self self, std::uint64_t token);
 
+// The walk (node.hpp): every member of its last GridState in id order, then the lost GridMaster's address and the
+// seeds it does not know as members. Made again for each walk, since the GridState may have grown meanwhile: a
+// member it asks sends its own (see the Join handler), which may hold members this node never heard of.
+void make_walk(NodeState& s) {
+  s.walk.clear();
+  auto known = [&](const std::string& address) {
+    return address.empty() || address == s.address ||
+           std::any_of(s.walk.begin(), s.walk.end(), [&](const auto& e) { return e.address == address; });
+  };
+  if (s.grid())
+    for (const MemberState& m : s.grid()->members)
+      if (m.place.node_id == s.setup.node_id || !known(m.place.address))
+        s.walk.push_back({m.place.node_id, m.place.address, m.node});
+  if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address, nullptr});
+  for (const config::Endpoint& seed : s.setup.seeds)
+    if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string(), nullptr});
+}
+
 void start_walk(Self self) {
   auto& s = self->state;
+  make_walk(s);
   s.walk_next = 0;
   s.walk_found_lower = false;
   s.walk_voted = false;
@@ -436,19 +455,8 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
   ++s.report_generation;
   s.lines_kept = keep_lines;
   if (!keep_lines) drop_lines(self);
-  s.walk.clear();
   s.walks = 0;
-  auto known = [&](const std::string& address) {
-    return address.empty() || address == s.address ||
-           std::any_of(s.walk.begin(), s.walk.end(), [&](const auto& e) { return e.address == address; });
-  };
-  if (s.grid())
-    for (const MemberState& m : s.grid()->members)
-      if (m.place.node_id == s.setup.node_id || !known(m.place.address))
-        s.walk.push_back({m.place.node_id, m.place.address, m.node});
-  if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address, nullptr});
-  for (const config::Endpoint& seed : s.setup.seeds)
-    if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string(), nullptr});
+  make_walk(s);
   if (s.walk.size() <= 1)
     spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
   start_walk(self);
@@ -858,11 +866,19 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
           pass_on_join(self, s.grid_master, join);
         else if (s.candidate)
           pass_on_join(self, s.candidate, join);
-        else if (s.phase == NodePhase::rejoining && s.lines_kept && join.vote && join.node &&
-                 s.early_votes.size() < kMaxWaitingJoins)
-          s.early_votes.push_back(join);
-        else if (join.node)
-          self->send(join.node, Reject{join.node_id, kNotAMember, true});
+        else {
+          if (s.phase == NodePhase::rejoining && s.lines_kept && join.vote && join.node &&
+              s.early_votes.size() < kMaxWaitingJoins)
+            s.early_votes.push_back(join);
+          else if (join.node)
+            self->send(join.node, Reject{join.node_id, kNotAMember, true});
+          // Both of us lost the GridMaster: our GridState may name members it never heard of, among them one that
+          // stands below it, whose candidacy waits for its vote. Without this, two candidates each waited for a vote
+          // the other's voter held: 2 confirmed members, the one that stood first not knowing the third that joined
+          // last (the other voted for it), and no cluster formed again (a 5 Mbit/s link, before warm starts came
+          // in slices sized by the link).
+          if (s.phase == NodePhase::rejoining && join.node && s.grid()) self->send(join.node, *s.grid());
+        }
       },
       [self](const GridState& grid) {
         auto& s = self->state;
