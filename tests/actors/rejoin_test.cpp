@@ -5,6 +5,8 @@
 #include <functional>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "actors/grid_master.hpp"
 #include "actors/line_master.hpp"
 #include "actors/node.hpp"
@@ -52,11 +54,11 @@ caf::behavior grid_master_stand_in(caf::stateful_actor<GridMasterStandIn>* self,
   };
 }
 
-// Node 1 joins through the stand-in, then 250 ms report ticks pass until `until` holds or `limit` has passed.
+// Node `id` (1 unless said) joins through the stand-in, then 250 ms report ticks pass until `until` holds or `limit` has passed.
 struct StandInFixture {
-  explicit StandInFixture(std::optional<bool> answer) : cluster(cluster_config(1, 1.0)) {
+  explicit StandInFixture(std::optional<bool> answer, std::uint64_t id = 1) : cluster(cluster_config(1, 1.0)) {
     gm = cluster.sim().spawn(grid_master_stand_in, answer);
-    auto setup = cluster.setup(1, make_store(20, 1.0f));
+    auto setup = cluster.setup(id, make_store(20, 1.0f));
     setup.seed_node = gm;
     cluster.start(std::move(setup));
     cluster.sim().run();
@@ -75,7 +77,78 @@ struct StandInFixture {
   caf::actor gm;
 };
 
+// A member as another member sees it, played by the test: it records the Joins and GridStates it is sent.
+struct MemberStandIn {
+  std::uint64_t joins = 0;
+  std::uint64_t votes = 0;
+  std::uint64_t grid_states = 0;
+  std::uint64_t largest_state = 0;  // members in the largest GridState it was sent
+};
+
+caf::behavior member_stand_in(caf::stateful_actor<MemberStandIn>* self) {
+  return {
+      [self](const actors::Join& join) {
+        ++self->state.joins;
+        self->state.votes += join.vote;
+      },
+      [self](const actors::GridState& grid) {
+        ++self->state.grid_states;
+        self->state.largest_state = std::max<std::uint64_t>(self->state.largest_state, grid.members.size());
+      },
+      [](const actors::Reject&) {},
+  };
+}
+
+actors::MemberState member_at(std::uint64_t id, caf::actor node) {
+  actors::MemberState m;
+  m.place.node_id = id;
+  m.place.address = fmt::format("local:{:016x}", id);
+  m.node = std::move(node);
+  return m;
+}
+
 }  // namespace
+
+TEST_CASE("walkers share what they know: a rejoining node answers a Join with its GridState, and walks newer members") {
+  // On a 5 Mbit/s link two nodes stood at once; the lower one, known only to a third, held the third's vote and
+  // waited for the first's, which waited for the third's, and no cluster formed again (docs/design.md, "Walkers
+  // share what they know"). Node 5 follows a GridMaster that never answers; its GridState names member 2.
+  StandInFixture f(std::nullopt, 5);
+  auto& node = f.cluster.state(5);
+  const caf::actor low = f.cluster.sim().spawn(member_stand_in);
+  actors::GridState grid;
+  grid.epoch = 1;
+  grid.layout_version = 2;
+  grid.dims = 1;
+  grid.members = {member_at(2, low), member_at(5, f.cluster.node(5))};
+  grid.quorum_members = {2, 5};
+  caf::anon_send(f.cluster.node(5), grid);
+  f.cluster.sim().run();
+  f.tick_until([&] { return node.phase != actors::NodePhase::member; }, std::chrono::seconds(10));
+  REQUIRE(node.phase == actors::NodePhase::rejoining);
+  f.tick_until([&] { return state_of<MemberStandIn>(low).votes > 0; }, std::chrono::seconds(2));
+  CHECK(state_of<MemberStandIn>(low).votes > 0);  // the lowest member that answers gets its vote
+  CHECK_FALSE(node.candidate);
+
+  // Another member that lost the GridMaster asks it: it hears that this node is no member, and gets its GridState.
+  const caf::actor asker = f.cluster.sim().spawn(member_stand_in);
+  actors::Join join;
+  join.node_id = 7;
+  join.node = asker;
+  caf::anon_send(f.cluster.node(5), join);
+  f.cluster.sim().run();
+  CHECK(state_of<MemberStandIn>(asker).grid_states == 1);
+  CHECK(state_of<MemberStandIn>(asker).largest_state == 2);
+
+  // A newer GridState of the same epoch names member 3, which it never heard of: its next walk asks it too.
+  const caf::actor newer = f.cluster.sim().spawn(member_stand_in);
+  grid.layout_version = 3;
+  grid.members = {member_at(2, low), member_at(3, newer), member_at(5, f.cluster.node(5))};
+  caf::anon_send(f.cluster.node(5), grid);
+  f.cluster.sim().run();
+  f.tick_until([&] { return state_of<MemberStandIn>(newer).joins > 0; }, std::chrono::seconds(3));
+  CHECK(state_of<MemberStandIn>(newer).joins > 0);
+}
 
 TEST_CASE("a member whose GridMaster answers no report for the silence limit counts it lost, though no down_msg came") {
   // In a 30-minute chaos run a member followed a GridMaster that had died behind a relay for minutes, while the
