@@ -128,7 +128,8 @@ void tell_cluster_size(const actors::NodeHandle& node, learner::Learner& learner
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
                                                 std::shared_ptr<dataplane::Service> data_plane,
-                                                telemetry::PrometheusMetrics* prometheus) {
+                                                telemetry::PrometheusMetrics* prometheus,
+                                                std::shared_ptr<const std::atomic<std::uint64_t>> rounds_done) {
   learner::TrainerSetup setup;
   setup.learner = training.learner;
   setup.test = std::move(training.test);
@@ -136,7 +137,8 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   setup.cpu_share = plan.config.allreduce.cpu_share;
   // Averaging runs on the data plane's thread: its CPU time is what averaging costs this node.
   if (data_plane) setup.averaging_cpu = [data_plane] { return data_plane->cpu_time(); };
-  setup.rounds = [node] { return node.stats().total().rounds_done; };
+  // As serve()'s upkeep last read them (at most 500 ms ago): never a request from the training thread (run_steps.hpp).
+  setup.rounds = [rounds_done] { return rounds_done->load(std::memory_order_relaxed); };
   // allreduce.every_steps or cpu_share: one more round for each of the node's lines when the trainer allows one.
   setup.on_every_steps = [node] {
     for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
@@ -171,9 +173,10 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
 
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
 int serve(const actors::NodeHandle& node, learner::Trainer* trainer, learner::Learner* learner,
-          telemetry::PrometheusMetrics* prometheus, std::chrono::milliseconds connection_timeout) {
+          telemetry::PrometheusMetrics* prometheus, std::chrono::milliseconds connection_timeout,
+          std::shared_ptr<std::atomic<std::uint64_t>> rounds_done) {
   constexpr auto kMembersEvery = std::chrono::milliseconds(500);
-  NodeUpkeep upkeep(node, prometheus, connection_timeout);
+  NodeUpkeep upkeep(node, prometheus, connection_timeout, std::move(rounds_done));
   auto members_read = std::chrono::steady_clock::now();
   while (!node.wait_for(std::chrono::milliseconds(100))) {
     upkeep.tick();
@@ -288,10 +291,13 @@ int run(const RunArgs& args) {
   if (!wait_for_members(node, args.wait_members, members_at_join, signalled))
     return fail(kInternal, "the node ended unexpectedly");
 
+  // The rounds done, read before training starts and then by serve()'s upkeep, for the trainer's τ.
+  auto rounds_done = std::make_shared<std::atomic<std::uint64_t>>(node.stats().total().rounds_done);
   std::unique_ptr<learner::Trainer> trainer;
-  if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
+  if (training)
+    trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get(), rounds_done);
   const int code = serve(node, trainer.get(), training ? training->learner.get() : nullptr, prometheus.value().get(),
-                         std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
+                         std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms), rounds_done);
   shutdown_limit.set_code(code);
   return code;
 }

@@ -104,6 +104,7 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
     throw Failure(app::kInternal, "the node was closed as it joined");
   }
   refresh(node);
+  rounds_done_->store(node.stats().total().rounds_done, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> set(node_mutex_);
     node_ = node;
@@ -192,12 +193,9 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.loss = figures.loss;
   r.test_loss = figures.test_loss;
   r.test_accuracy = figures.test_accuracy;
-  {
-    // As the upkeep last read them (at most kRefreshEvery ago): asking the node here would hold the training loop
-    // for as long as a node busy with a failover takes to answer.
-    std::lock_guard<std::mutex> hold(cache_mutex_);
-    r.rounds = rounds_done_;
-  }
+  // As the upkeep last read them (at most 500 ms ago): asking the node here would hold the training loop for as
+  // long as a node busy with a failover takes to answer.
+  r.rounds = rounds_done_->load(std::memory_order_relaxed);
   const std::uint64_t rounds = r.rounds - std::min(r.rounds, epoch_marks_.rounds);
   r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
                  : std::numeric_limits<double>::infinity();
@@ -228,7 +226,8 @@ std::string HostedNode::grid_json() const {
 }
 
 void HostedNode::upkeep_loop(const actors::NodeHandle& node) {
-  app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
+  app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms),
+                         rounds_done_);
   auto refreshed = Clock::now();
   while (!node.wait_for(kUpkeepEvery)) {
     if (closing_.load()) return;
@@ -246,10 +245,8 @@ void HostedNode::upkeep_loop(const actors::NodeHandle& node) {
 
 void HostedNode::refresh(const actors::NodeHandle& node) {
   auto members = node.members();
-  const std::uint64_t rounds = node.stats().total().rounds_done;
   std::lock_guard<std::mutex> hold(cache_mutex_);
   if (members) members_ = std::move(members).value();
-  rounds_done_ = std::max(rounds_done_, rounds);
 }
 
 std::pair<std::size_t, std::size_t> HostedNode::data_shard() const {

@@ -150,7 +150,7 @@ class HostedNode {
 
  private:
   void upkeep_loop(const actors::NodeHandle& node);
-  // Reads the node's members and rounds into the cache (the upkeep's thread, and join()).
+  // Reads the node's members into the cache (the upkeep's thread, and join()); the upkeep reads its rounds.
   void refresh(const actors::NodeHandle& node);
   // The node, once joined and until closed (a copy: close() may end it on another thread meanwhile).
   std::optional<actors::NodeHandle> handle() const;
@@ -183,7 +183,8 @@ class HostedNode {
 
   mutable std::mutex cache_mutex_;
   std::vector<std::uint64_t> members_;  // under cache_mutex_: the node's members, ascending
-  std::uint64_t rounds_done_ = 0;       // under cache_mutex_
+  // The node's rounds done, as the upkeep (app::NodeUpkeep) last read them.
+  std::shared_ptr<std::atomic<std::uint64_t>> rounds_done_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 
   std::atomic<bool> closing_{false};
   std::atomic<bool> ended_{false};  // the node ended before close()
