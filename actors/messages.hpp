@@ -252,7 +252,7 @@ inline constexpr std::size_t kMaxLinePeers = std::size_t{1} << 16;
 // every member of a line cuts the model the same way whatever its own config says.
 struct LineSettings {
   std::uint64_t model_floats = 0;      // N: every member's ParameterStore holds this many floats
-  std::uint32_t rounds_in_flight = 1;  // k (grid.rounds_in_flight); round r runs in slot r % k
+  std::uint32_t rounds_in_flight = 0;  // k (grid.rounds_in_flight, set by line_settings()); round r in slot r % k
   allreduce::RoundConfig round;        // the section allreduce, whole
 };
 

@@ -2,6 +2,11 @@
 // The run configuration: one YAML file (README.md, "Configuration") read into plain structs, with defaults,
 // `--set key=value` overrides and validation. Every C++ field is named after its YAML key. The keys, their types,
 // defaults, ranges and docs live in one table (config/schema.cpp); describe_schema() prints it.
+// Where a default lives, once: in that table. The one exception is RoundConfig (the section allreduce's round
+// settings), whose defaults stay beside its bounds in allreduce/round_config.hpp, since allreduce/ is pure and
+// cannot read config/; the table takes them from there. Every other struct here, and every struct that carries a
+// setting on (actors' LineSettings, the data plane's LineSpec, the learner's TrainerSetup), holds zero until the
+// setting is copied into it: no second default to drift from the first.
 //
 // Loading rules:
 // - An empty file (nothing, only comments, or `null`) is an error: a config that says nothing is more likely a
@@ -59,10 +64,10 @@ struct AllreduceConfig : allreduce::RoundConfig {
   int every_steps = 0;  // n > 0: one round per n learner steps; 0: paced by cpu_share
   // With every_steps 0: averaging may use this share of the learner's time (learner/cpu_share_pacer.hpp); 1 = rounds
   // back to back.
-  double cpu_share = 0.025;
+  double cpu_share = 0;
   // A line restarted within 5 times this many ms of its last restart (a burst of joins) runs no round until it has
   // been unchanged this long (actors/line_master.hpp, "Settling"); 0 = never hold.
-  int line_settle_ms = 200;
+  int line_settle_ms = 0;
 
   bool operator==(const AllreduceConfig&) const = default;
 };

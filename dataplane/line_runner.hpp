@@ -86,7 +86,7 @@ struct LineSpec {
   std::vector<std::uint64_t> peers;  // node ids, in peer-index order
   std::uint32_t self_index = 0;
   allreduce::RoundConfig round;
-  std::uint32_t rounds_in_flight = 1;
+  std::uint32_t rounds_in_flight = 0;  // k, from the line's settings (grid.rounds_in_flight); start_line refuses 0
 };
 
 // A frame's buffers belong to one slot of one dimension: retiring the slot retires them.

@@ -53,7 +53,7 @@ struct TrainerSetup {
   std::shared_ptr<learner::Learner> learner;
   learner::Dataset test;  // evaluated once per epoch; one that does not fit (learner->check) fails the trainer
   int every_steps = 0;    // allreduce.every_steps
-  double cpu_share = 1;   // allreduce.cpu_share: used with every_steps = 0 when below 1 and averaging_cpu is set
+  double cpu_share = 0;   // allreduce.cpu_share: used with every_steps = 0 when in (0, 1) and averaging_cpu is set
   std::function<std::chrono::nanoseconds()> averaging_cpu;  // the node's averaging CPU time in all; may be empty
   std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
   std::function<void()> on_every_steps;        // one more round may start (see above); may be empty
