@@ -7,8 +7,7 @@
 #include "actors/direct_connection.hpp"
 #include "actors/dropped.hpp"
 #include "actors/token_proof.hpp"
-#include "allreduce/elastic_update.hpp"
-#include "allreduce/outer_step.hpp"
+#include "binding/store_access.hpp"
 #include "allreduce/partition.hpp"
 
 namespace gridtrain::actors {
@@ -102,43 +101,7 @@ dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<l
                                         std::string token, std::shared_ptr<const std::vector<caf::actor>> routes) {
   dataplane::EndpointSetup data;
   data.node_id = node_id;
-  data.model.floats = store->size();
-  data.model.fetch = [store](std::size_t offset, std::span<float> into) { store->fetch_range(offset, into); };
-  if (store->mode() == learner::UpdateMode::deferred) {
-    // The model's floats are its owner's (the PyTorch front end): each chunk's update waits in the store's pending
-    // buffer for the owner to apply it. No fold (it writes the model), and no send straight from the model (a
-    // chunk must carry its pending updates: fetch adds them).
-    data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
-      store->defer_range(begin, end, [&](std::size_t offset, std::span<float> pending) {
-        allreduce::elastic_pull(pending, offset, round, alpha);
-      });
-    };
-  } else {
-    data.model.update = [store](const allreduce::Round& round, std::size_t begin, std::size_t end, float alpha) {
-      store->update_range(begin, end, [&](std::size_t offset, std::span<float> values) {
-        allreduce::elastic_update(values, offset, round, alpha);
-      });
-    };
-    data.model.fold = [store](std::size_t offset, std::size_t length, const allreduce::FoldTarget& target,
-                              float alpha) {
-      store->update_range(offset, offset + length, [&](std::size_t at, std::span<float> values) {
-        allreduce::fold_chunk(values, target, at - offset, alpha);
-      });
-    };
-    data.model.memory = store->arena();
-  }
-  // The outer step (allreduce.outer nesterov), either mode: the store adds a' - s to the model, or to the pending
-  // buffer for the owner to apply.
-  data.model.outer = [store](const allreduce::Round& round, std::size_t begin, std::size_t end,
-                             std::span<const float> anchor, allreduce::OuterRates rates) {
-    store->outer_range(begin, end, [&](std::size_t offset, std::span<float> target, std::span<float> outer,
-                                       std::span<float> velocity) {
-      allreduce::outer_update(target, outer, velocity, offset, round, anchor, rates);
-    });
-  };
-  data.model.fetch_outer = [store](std::size_t offset, std::span<float> into, std::span<float> anchor) {
-    store->fetch_range_with_outer(offset, into, anchor);
-  };
+  data.model = binding::store_access(std::move(store));
   data.mac = [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
   data.on_event = [routes = std::move(routes)](const dataplane::RoundEvent& e) {
     if (e.key.dim < routes->size())

@@ -44,9 +44,9 @@ struct DimensionNodeState {
   std::uint64_t bad_messages = 0;
 };
 
-// How a node opens its endpoint on the process's data plane: rounds fetch from and update `store` (the elastic
-// update), handshakes prove `token`, and round events go as round_event_atom to the DimensionNode of their
-// dimension in `routes`, which the node fills once it has spawned them (no line, hence no event, comes before).
+// How a node opens its endpoint on the process's data plane: rounds fetch from and update `store` (through
+// binding::store_access), handshakes prove `token`, and round events go as round_event_atom to the DimensionNode of
+// their dimension in `routes`, which the node fills once it has spawned them (no line, hence no event, comes before).
 dataplane::EndpointSetup endpoint_setup(std::uint64_t node_id, std::shared_ptr<learner::ParameterStore> store,
                                         std::string token, std::shared_ptr<const std::vector<caf::actor>> routes);
 
