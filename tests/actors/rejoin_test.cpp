@@ -79,13 +79,16 @@ struct StandInFixture {
 
 // A member as another member sees it, played by the test: it records the Joins and GridStates it is sent.
 struct MemberStandIn {
+  std::uint64_t id = 0;
   std::uint64_t joins = 0;
   std::uint64_t votes = 0;
   std::uint64_t grid_states = 0;
   std::uint64_t largest_state = 0;  // members in the largest GridState it was sent
 };
 
-caf::behavior member_stand_in(caf::stateful_actor<MemberStandIn>* self) {
+// (Spawned with an argument: CAF 0.17 spawns a function actor with none through a null pointer, which UBSan reports.)
+caf::behavior member_stand_in(caf::stateful_actor<MemberStandIn>* self, std::uint64_t id) {
+  self->state.id = id;
   return {
       [self](const actors::Join& join) {
         ++self->state.joins;
@@ -115,7 +118,7 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   // share what they know"). Node 5 follows a GridMaster that never answers; its GridState names member 2.
   StandInFixture f(std::nullopt, 5);
   auto& node = f.cluster.state(5);
-  const caf::actor low = f.cluster.sim().spawn(member_stand_in);
+  const caf::actor low = f.cluster.sim().spawn(member_stand_in, std::uint64_t{2});
   actors::GridState grid;
   grid.epoch = 1;
   grid.layout_version = 2;
@@ -131,7 +134,7 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   CHECK_FALSE(node.candidate);
 
   // Another member that lost the GridMaster asks it: it hears that this node is no member, and gets its GridState.
-  const caf::actor asker = f.cluster.sim().spawn(member_stand_in);
+  const caf::actor asker = f.cluster.sim().spawn(member_stand_in, std::uint64_t{7});
   actors::Join join;
   join.node_id = 7;
   join.node = asker;
@@ -141,7 +144,7 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   CHECK(state_of<MemberStandIn>(asker).largest_state == 2);
 
   // A newer GridState of the same epoch names member 3, which it never heard of: its next walk asks it too.
-  const caf::actor newer = f.cluster.sim().spawn(member_stand_in);
+  const caf::actor newer = f.cluster.sim().spawn(member_stand_in, std::uint64_t{3});
   grid.layout_version = 3;
   grid.members = {member_at(2, low), member_at(3, newer), member_at(5, f.cluster.node(5))};
   caf::anon_send(f.cluster.node(5), grid);

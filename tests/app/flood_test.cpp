@@ -200,13 +200,20 @@ TEST_CASE("a flood of idle connections from one address: a node joins through th
 
   // The flooded node's threads and memory stayed flat: a member more may cost a thread (a dial, a connection's),
   // the flood none; and under the flood they do not grow.
+  // Not the memory under AddressSanitizer (make asan), whose quarantine keeps what the node frees resident for a
+  // while: with the flood's 100,000 connections opened and closed, the node's RSS rose 18 MB there, past the bound.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr bool kResidentMeansUse = false;
+#else
+  constexpr bool kResidentMeansUse = true;
+#endif
   const Footprint after = footprint(pid);
   CHECK(after.threads <= before.threads + 2);
-  CHECK(after.rss_kb < before.rss_kb + 16 * 1024);
+  if (kResidentMeansUse) CHECK(after.rss_kb < before.rss_kb + 16 * 1024);
   std::this_thread::sleep_for(3s);
   const Footprint later_still = footprint(pid);
   CHECK(later_still.threads <= after.threads);
-  CHECK(later_still.rss_kb < after.rss_kb + 4 * 1024);
+  if (kResidentMeansUse) CHECK(later_still.rss_kb < after.rss_kb + 4 * 1024);
   MESSAGE("flooded node: threads " << before.threads << " -> " << after.threads << ", RSS " << before.rss_kb
                                    << " -> " << after.rss_kb << " KiB; the control flood reopened "
                                    << control.reopened() << " connections, the data flood " << data.reopened());
