@@ -872,12 +872,16 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
             s.early_votes.push_back(join);
           else if (join.node)
             self->send(join.node, Reject{join.node_id, kNotAMember, true});
-          // Both of us lost the GridMaster: our GridState may name members it never heard of, among them one that
-          // stands below it, whose candidacy waits for its vote. Without this, two candidates each waited for a vote
-          // the other's voter held: 2 confirmed members, the one that stood first not knowing the third that joined
-          // last (the other voted for it), and no cluster formed again (a 5 Mbit/s link, before warm starts came
-          // in slices sized by the link).
-          if (s.phase == NodePhase::rejoining && join.node && s.grid()) self->send(join.node, *s.grid());
+          // A member of our GridState asks, and both of us lost the GridMaster: our GridState may name members it
+          // never heard of, among them one that stands below it, whose candidacy waits for its vote. Without this,
+          // two candidates each waited for a vote the other's voter held: 2 confirmed members, the one that stood
+          // first not knowing the third that joined last (the other voted for it), and no cluster formed again (a
+          // 5 Mbit/s link, before warm starts came in slices sized by the link). A node that is no member of it
+          // (a new joiner using us as its seed) gets nothing: it takes a GridState from its GridMaster.
+          if (s.phase == NodePhase::rejoining && join.node && s.grid() &&
+              std::any_of(s.grid()->members.begin(), s.grid()->members.end(),
+                          [&](const MemberState& m) { return m.place.node_id == join.node_id; }))
+            self->send(join.node, *s.grid());
         }
       },
       [self](const GridState& grid) {

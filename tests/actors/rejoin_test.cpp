@@ -123,8 +123,9 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   grid.epoch = 1;
   grid.layout_version = 2;
   grid.dims = 1;
-  grid.members = {member_at(2, low), member_at(5, f.cluster.node(5))};
-  grid.quorum_members = {2, 5};
+  const caf::actor asker = f.cluster.sim().spawn(member_stand_in, std::uint64_t{7});
+  grid.members = {member_at(2, low), member_at(5, f.cluster.node(5)), member_at(7, asker)};
+  grid.quorum_members = {2, 5, 7};
   caf::anon_send(f.cluster.node(5), grid);
   f.cluster.sim().run();
   f.tick_until([&] { return node.phase != actors::NodePhase::member; }, std::chrono::seconds(10));
@@ -134,19 +135,25 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   CHECK_FALSE(node.candidate);
 
   // Another member that lost the GridMaster asks it: it hears that this node is no member, and gets its GridState.
-  const caf::actor asker = f.cluster.sim().spawn(member_stand_in, std::uint64_t{7});
   actors::Join join;
   join.node_id = 7;
   join.node = asker;
   caf::anon_send(f.cluster.node(5), join);
   f.cluster.sim().run();
   CHECK(state_of<MemberStandIn>(asker).grid_states == 1);
-  CHECK(state_of<MemberStandIn>(asker).largest_state == 2);
+  CHECK(state_of<MemberStandIn>(asker).largest_state == 3);
+  // A node that is no member of it (a new joiner using this node as its seed) gets none.
+  const caf::actor stranger = f.cluster.sim().spawn(member_stand_in, std::uint64_t{9});
+  join.node_id = 9;
+  join.node = stranger;
+  caf::anon_send(f.cluster.node(5), join);
+  f.cluster.sim().run();
+  CHECK(state_of<MemberStandIn>(stranger).grid_states == 0);
 
   // A newer GridState of the same epoch names member 3, which it never heard of: its next walk asks it too.
   const caf::actor newer = f.cluster.sim().spawn(member_stand_in, std::uint64_t{3});
   grid.layout_version = 3;
-  grid.members = {member_at(2, low), member_at(3, newer), member_at(5, f.cluster.node(5))};
+  grid.members = {member_at(2, low), member_at(3, newer), member_at(5, f.cluster.node(5)), member_at(7, asker)};
   caf::anon_send(f.cluster.node(5), grid);
   f.cluster.sim().run();
   f.tick_until([&] { return state_of<MemberStandIn>(newer).joins > 0; }, std::chrono::seconds(3));
