@@ -59,6 +59,8 @@ struct Handshake : std::enable_shared_from_this<Handshake> {
   Handshake(Gate::Impl& gate, tcp::socket s, dataplane::Admission::Ticket ticket);
 
   void run();
+  // Ends the handshake, timed out, unless it is through within `limit` from now (replaces the limit before).
+  void end_after(std::chrono::steady_clock::duration limit);
   void on_hello(std::error_code e);
   void on_proof(std::error_code e);
   void start_tls();
@@ -165,11 +167,15 @@ std::string peer_of(const tcp::socket& socket) {
   return e ? std::string("an unknown address") : at.address().to_string();
 }
 
-void Handshake::run() {
-  timer.expires_after(kGateAcceptTimeout);
+void Handshake::end_after(std::chrono::steady_clock::duration limit) {
+  timer.expires_after(limit);
   timer.async_wait([self = shared_from_this()](std::error_code e) {
     if (!e) self->end(&self->gate.counters.timed_out);
   });
+}
+
+void Handshake::run() {
+  end_after(kGateAcceptTimeout);
   asio::async_read(socket, asio::buffer(hello_bytes),
                    [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
 }
@@ -233,10 +239,7 @@ void Handshake::on_proof(std::error_code e) {
 void Handshake::start_tls() {
   std::error_code ignored;
   socket.non_blocking(true, ignored);
-  timer.expires_after(kGateHandshakeTimeout);  // TLS's round trips and certificates, after the token's
-  timer.async_wait([self = shared_from_this()](std::error_code e) {
-    if (!e) self->end(&self->gate.counters.timed_out);
-  });
+  end_after(kGateHandshakeTimeout);  // TLS's round trips and certificates, after the token's
   session = std::make_unique<TlsSession>(*gate.tls, socket.native_handle(), TlsRole::acceptor);
   dataplane::async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
     if (!ok) {

@@ -29,14 +29,8 @@ bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quor
 // The advance rule: the quorum, except that timeout mode waits until the round's deadline for everyone but the
 // peers gone silent (allreduce/peer_patience.hpp: unreported for the last rounds, until they report again).
 bool has_advance_quorum(const LineMasterState& s, const LineMasterState::OpenRound& r) {
-  if (timeout_mode(s) && !r.deadline_passed) {
-    if (r.count == peers(s)) return true;
-    if (!s.patience.any_silent() || r.count < s.advance_quorum) return false;
-    const auto silent = s.patience.silent_peers();
-    for (std::size_t i = 0; i < r.reported.size(); ++i)
-      if (!r.reported[i] && !silent[i]) return false;
-    return true;
-  }
+  if (timeout_mode(s) && !r.deadline_passed)
+    return r.count == peers(s) || (r.count >= s.advance_quorum && s.patience.only_silent_unheard(r.reported));
   return r.count >= s.advance_quorum;
 }
 
@@ -59,7 +53,7 @@ void start_next_round(Self self) {
     ++s.retired_early;
   }
   const allreduce::RoundKey key{line.epoch, line.layout_version, line.dim, line.line, s.next_round};
-  s.open.emplace(s.next_round, LineMasterState::OpenRound{std::vector<bool>(peers(s), false), 0, false});
+  s.open.emplace(s.next_round, LineMasterState::OpenRound{std::vector<std::uint8_t>(peers(s), 0), 0, false});
   ++s.next_round;
   ++s.rounds_started;
   s.advance = false;
@@ -207,7 +201,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
           return;
         }
         if (it->second.reported[done.from]) return;
-        it->second.reported[done.from] = true;
+        it->second.reported[done.from] = 1;
         s.patience.heard(done.from);
         ++it->second.count;
         progress(self, it);
@@ -219,8 +213,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         if (it == s.open.end()) return;
         it->second.deadline_passed = true;
         // Who had not reported it by its deadline: a peer that misses the last rounds goes silent.
-        std::vector<std::uint8_t> reported(it->second.reported.begin(), it->second.reported.end());
-        s.patience.round_done(reported);
+        s.patience.round_done(it->second.reported);
         progress(self, it);
       },
       [self](lost_atom) {

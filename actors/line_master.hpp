@@ -57,7 +57,7 @@ struct LineMasterState {
   static constexpr caf::timespan kNudgeMaxSilence = std::chrono::seconds(30);
 
   struct OpenRound {
-    std::vector<bool> reported;  // by peer index
+    std::vector<std::uint8_t> reported;  // by peer index: 1 where it reported
     std::uint32_t count = 0;     // of reported
     bool deadline_passed = false;
   };

@@ -389,6 +389,8 @@ void make_walk(NodeState& s) {
 void start_walk(Self self) {
   auto& s = self->state;
   make_walk(s);
+  if (s.walks == 0 && s.walk.size() <= 1)
+    spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
   s.walk_next = 0;
   s.walk_found_lower = false;
   s.walk_voted = false;
@@ -456,9 +458,6 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines) {
   s.lines_kept = keep_lines;
   if (!keep_lines) drop_lines(self);
   s.walks = 0;
-  make_walk(s);
-  if (s.walk.size() <= 1)
-    spdlog::error("node {:016x}: it knows no other member to rejoin through", s.setup.node_id);
   start_walk(self);
 }
 

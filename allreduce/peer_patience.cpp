@@ -14,6 +14,13 @@ void PeerPatience::heard(std::uint32_t peer) {
   set_silent(peer, false);
 }
 
+bool PeerPatience::only_silent_unheard(std::span<const std::uint8_t> heard) const {
+  if (!any_silent()) return false;
+  for (std::uint32_t q = 0; q < peers() && q < heard.size(); ++q)
+    if (!heard[q] && !silent_[q]) return false;
+  return true;
+}
+
 void PeerPatience::round_done(std::span<const std::uint8_t> heard) {
   for (std::uint32_t q = 0; q < peers() && q < heard.size(); ++q) {
     if (heard[q]) {

@@ -311,13 +311,14 @@ void Link::fail(const std::string& why) {
   auto address = endpoint.addresses.find(peer);
   const std::string at = address == endpoint.addresses.end() ? "?" : address->second;
   const std::string which = stream == 0 ? "" : fmt::format(" (connection {})", stream);
-  if (state == State::open) --endpoint.connections;
-  if (state == State::open)
+  if (state == State::open) {
+    --endpoint.connections;
     spdlog::info("data plane: node {:016x} lost its connection to node {:016x}{}: {}", endpoint.setup.node_id, peer,
                  which, why);
-  else
+  } else {
     spdlog::info("data plane: node {:016x} could not connect to node {:016x} at {}{}: {}", endpoint.setup.node_id,
                  peer, at, which, why);
+  }
   const auto now = std::chrono::steady_clock::now();
   if (!unreachable_since) unreachable_since = now;
   const auto warn_after = endpoint.service.service.options().unreachable_warning;
@@ -917,11 +918,16 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   AcceptorHandshake(Service::Impl& service, tcp::socket s, Admission::Ticket ticket)
       : service(service), socket(std::move(s)), timer(socket.get_executor()), ticket(std::move(ticket)) {}
 
-  void run() {
-    timer.expires_after(kAcceptTimeout);
+  // Closes the connection unless the handshake is through within `limit` from now (replaces the limit before).
+  void close_after(std::chrono::steady_clock::duration limit) {
+    timer.expires_after(limit);
     timer.async_wait([self = shared_from_this()](std::error_code e) {
       if (!e) self->socket.close();
     });
+  }
+
+  void run() {
+    close_after(kAcceptTimeout);
     asio::async_read(socket, asio::buffer(hello_bytes),
                      [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
   }
@@ -989,10 +995,7 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   void start_tls() {
     std::error_code ignored;
     socket.non_blocking(true, ignored);
-    timer.expires_after(kHandshakeTimeout);  // TLS's round trips and certificates, after the token's
-    timer.async_wait([self = shared_from_this()](std::error_code e) {
-      if (!e) self->socket.close();
-    });
+    close_after(kHandshakeTimeout);  // TLS's round trips and certificates, after the token's
     session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::acceptor);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
       if (ok && !self->endpoint->closed) {

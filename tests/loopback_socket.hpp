@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdint>
 
@@ -28,6 +29,13 @@ inline LoopbackSocket bind_loopback() {
   REQUIRE(::getsockname(out.fd, reinterpret_cast<sockaddr*>(&at), &length) == 0);
   out.port = ntohs(at.sin_port);
   return out;
+}
+
+// A port of 127.0.0.1 that nothing listens on now: the system's pick, its socket closed.
+inline std::uint16_t free_loopback_port() {
+  const LoopbackSocket picked = bind_loopback();
+  ::close(picked.fd);
+  return picked.port;
 }
 
 }  // namespace gridtrain::testing

@@ -48,6 +48,16 @@ bool answers(caf::actor_system& system, const actors::NodeHandle& node) {
   return view.ok() && !view.value().nodes.empty();
 }
 
+// The refusal in the challenge the gate answers `c` with (Refusal::none: the handshake goes on).
+dataplane::Refusal challenge_refusal(const RawConnection& c) {
+  const auto reply = c.receive(dataplane::kChallengeBytes);
+  REQUIRE(reply.size() == dataplane::kChallengeBytes);
+  const auto challenge =
+      dataplane::decode_challenge(std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
+  REQUIRE(challenge.ok());
+  return challenge.value().refusal;
+}
+
 }  // namespace
 
 TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the node lives on and lets members in") {
@@ -89,23 +99,13 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
       flood.push_back(std::make_unique<RawConnection>(port, "127.0.0.9"));
     for (int i = 0; i < 3; ++i) {
       RawConnection extra(port, "127.0.0.9");
-      const auto reply = extra.receive(dataplane::kChallengeBytes);
-      REQUIRE(reply.size() == dataplane::kChallengeBytes);
-      const auto challenge = dataplane::decode_challenge(
-          std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
-      REQUIRE(challenge.ok());
-      CHECK(challenge.value().refusal == dataplane::Refusal::busy);
+      CHECK(challenge_refusal(extra) == dataplane::Refusal::busy);
     }
     CHECK(eventually([&] { return counts.busy_address == 3; }));
     // Another address gets the handshake, and a node with the token joins through the gate meanwhile.
     RawConnection other(port, "127.0.0.1");
     other.send(hello_bytes(dataplane::kControlProtocol));
-    const auto reply = other.receive(dataplane::kChallengeBytes);
-    REQUIRE(reply.size() == dataplane::kChallengeBytes);
-    const auto challenge =
-        dataplane::decode_challenge(std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
-    REQUIRE(challenge.ok());
-    CHECK(challenge.value().refusal == dataplane::Refusal::none);
+    CHECK(challenge_refusal(other) == dataplane::Refusal::none);
     actors::NodeOptions second = joiner_options(first, 2, make_store(1000, 3.0f), {port});
     auto joined = running.hold(start_welcomed(b, second));
     CHECK(answers(a, node));
@@ -118,12 +118,7 @@ TEST_CASE("the gate turns away what a stranger sends before CAF sees a byte; the
   SUBCASE("a handshake of another channel is refused as another protocol") {
     RawConnection c(port);
     c.send(hello_bytes(dataplane::kDataProtocol));
-    const auto reply = c.receive(dataplane::kChallengeBytes);
-    REQUIRE(reply.size() == dataplane::kChallengeBytes);
-    const auto challenge =
-        dataplane::decode_challenge(std::span<const std::byte, dataplane::kChallengeBytes>(reply.data(), reply.size()));
-    REQUIRE(challenge.ok());
-    CHECK(challenge.value().refusal == dataplane::Refusal::protocol);
+    CHECK(challenge_refusal(c) == dataplane::Refusal::protocol);
     CHECK(eventually([&] { return counts.wrong_protocol == 1; }));
     CHECK(answers(a, node));
   }

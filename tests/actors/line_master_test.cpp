@@ -23,9 +23,17 @@ struct LineMasterFixture {
     actors::StartLine l{1, version, 0, 5, {}, {}, {}};
     l.settings.model_floats = 8;
     l.settings.round.advance_threshold = advance;
-    l.settings.round.quorum = allreduce::QuorumMode::fraction;  // timeout mode has a case of its own
+    l.settings.round.quorum = allreduce::QuorumMode::fraction;  // timeout mode: timeout_line()
     l.settings.rounds_in_flight = k;
     for (std::size_t i = 0; i < members.size(); ++i) l.peers.push_back({i + 1, members[i], "", ""});
+    return l;
+  }
+
+  // The same line in timeout quorum mode, its deadline 200 ms.
+  actors::StartLine timeout_line(double advance, std::uint32_t k) {
+    actors::StartLine l = line(advance, k);
+    l.settings.round.quorum = allreduce::QuorumMode::timeout;
+    l.settings.round.quorum_timeout_ms = 200;
     return l;
   }
 
@@ -120,10 +128,7 @@ TEST_CASE("a stalled peer does not stop its line: rounds go on at the quorum, at
 
 TEST_CASE("in timeout quorum mode a line master waits for every peer until the deadline, then for the quorum") {
   LineMasterFixture f(4);
-  auto line = f.line(0.75, 3);
-  line.settings.round.quorum = allreduce::QuorumMode::timeout;
-  line.settings.round.quorum_timeout_ms = 200;
-  caf::anon_send(f.master, line);
+  caf::anon_send(f.master, f.timeout_line(0.75, 3));
   CHECK(f.started() == 1);
   for (std::uint32_t from = 0; from < 3; ++from) f.done(0, from);
   CHECK(f.started() == 1);  // a quorum, but the deadline has not passed: wait for member 3
@@ -140,10 +145,7 @@ TEST_CASE("in timeout quorum mode a line master waits for every peer until the d
 TEST_CASE("in timeout mode a peer that reported none of the last two rounds is not waited for, until it reports") {
   using std::chrono::milliseconds;
   LineMasterFixture f(3);
-  auto line = f.line(0.5, 1);
-  line.settings.round.quorum = allreduce::QuorumMode::timeout;
-  line.settings.round.quorum_timeout_ms = 200;
-  caf::anon_send(f.master, line);
+  caf::anon_send(f.master, f.timeout_line(0.5, 1));
   CHECK(f.started() == 1);
   // Rounds 0 and 1: members 0 and 1 report at once; each round waits for member 2 until its deadline.
   for (std::uint64_t round = 0; round < 2; ++round) {
@@ -350,10 +352,7 @@ TEST_CASE("a peer silent on its line's rounds for a second is sent the line and 
 TEST_CASE("in timeout quorum mode, a silent peer is nudged though each round it misses closes at its deadline") {
   using std::chrono::milliseconds;
   LineMasterFixture f(3);
-  auto line = f.line(0.5, 1);
-  line.settings.round.quorum = allreduce::QuorumMode::timeout;
-  line.settings.round.quorum_timeout_ms = 200;
-  caf::anon_send(f.master, line);
+  caf::anon_send(f.master, f.timeout_line(0.5, 1));
   f.sim.run();
   for (std::size_t i = 0; i < 3; ++i) take<actors::StartLine>(f.members[i]);
   for (int t = 0; t < 11; ++t) {  // 1.1 s: members 0 and 1 report at once; member 2 never (silent after 2 rounds)

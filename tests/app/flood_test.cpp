@@ -21,37 +21,15 @@
 #include <vector>
 
 #include "tests/app/probe_cluster.hpp"
+#include "tests/loopback_socket.hpp"
 
 using namespace gridtrain::testing;
 
 namespace {
 
-// One line of all nodes (dims 1): a joiner's line holds the flooded node, so its chunks cross that node's data port.
-constexpr const char* kLineConfig = R"(cluster:
-  heartbeat_ms: 100
-  connection_timeout_ms: 1000
-grid:
-  dims: 1
-allreduce:
-  elastic_rate: 0.5
-  max_chunk_floats: 4096
-learner:
-  kind: probe
-  probe_floats: 10000
-)";
-
-// A port of 127.0.0.1 free now (bound by the system, then closed).
-std::uint16_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) == 0);
-  socklen_t length = sizeof at;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&at), &length);
-  ::close(fd);
-  return ntohs(at.sin_port);
-}
+// The probe cluster in one line of all nodes (dims 1): a joiner's line holds the flooded node, so its chunks cross
+// that node's data port.
+const std::vector<std::string> kOneLine = {"--set", "grid.dims=1"};
 
 // Keeps `count` idle TCP connections from 127.0.0.9 open to each port, reopening every one the node closes, until
 // it is destroyed. It never sends a byte.
@@ -155,10 +133,12 @@ TEST_CASE("a flood of idle connections from one address: a node joins through th
   const std::size_t control_flood = files.rlim_cur >= 2048 ? 600 : 200;
   const std::size_t data_flood = control_flood / 3;
 
-  Cluster cluster(kLineConfig);
-  cluster.start(1.0);
-  const std::uint16_t data_port = free_port();
-  const std::size_t flooded = cluster.start(3.0, {"--set", "cluster.data_port=" + std::to_string(data_port)});
+  Cluster cluster;
+  cluster.start(1.0, kOneLine);
+  const std::uint16_t data_port = free_loopback_port();
+  std::vector<std::string> flooded_args = kOneLine;
+  flooded_args.insert(flooded_args.end(), {"--set", "cluster.data_port=" + std::to_string(data_port)});
+  const std::size_t flooded = cluster.start(3.0, flooded_args);
   double mean = 0;
   REQUIRE(eventually([&] { return agree(cluster.status(), 2, 1e-3, &mean); }, 30s));
   const pid_t pid = cluster.node(flooded).pid();
@@ -175,7 +155,7 @@ TEST_CASE("a flood of idle connections from one address: a node joins through th
   // A node joins through the flooded node (its seed), from 127.0.0.1, within 10 s.
   cluster.set_seed(through);
   const auto started = std::chrono::steady_clock::now();
-  const std::size_t joiner = cluster.start(5.0);
+  const std::size_t joiner = cluster.start(5.0, kOneLine);
   bool joined = false;
   REQUIRE(eventually(
       [&] {

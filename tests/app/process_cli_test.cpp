@@ -45,13 +45,6 @@ int count_lines(const std::string& s) {
   return n;
 }
 
-// A loopback port nothing listens on now: the system's pick, its socket closed.
-int free_port() {
-  const gridtrain::testing::LoopbackSocket picked = gridtrain::testing::bind_loopback();
-  ::close(picked.fd);
-  return picked.port;
-}
-
 }  // namespace
 
 TEST_CASE("check-config exits 0 on a good config") {
@@ -142,7 +135,7 @@ TEST_CASE("a listen address the other nodes cannot dial is bad input: any-addres
   CHECK(itself.exit_code == 2);
   CHECK_MESSAGE(itself.output.rfind("error: --seed: 127.0.0.1:1 is this node's own listen address", 0) == 0,
                 itself.output);
-  const std::string own = "127.0.0.1:" + std::to_string(free_port());
+  const std::string own = "127.0.0.1:" + std::to_string(gridtrain::testing::free_loopback_port());
   auto listed = run_command(
       gridnode, {"run", "--config", file.path.string(), "--listen", own, "--seed", own + ",127.0.0.1:1"}, 60s);
   CHECK_MESSAGE(listed.exit_code == 1, listed.output);
