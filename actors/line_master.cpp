@@ -27,11 +27,22 @@ void restart_silence(LineMasterState& s, caf::actor_clock::time_point now) {
 bool timeout_mode(const LineMasterState& s) { return s.line->settings.round.quorum == allreduce::QuorumMode::timeout; }
 
 // The advance rule: the quorum, except that timeout mode waits until the round's deadline for everyone but the
-// peers gone silent (allreduce/peer_patience.hpp: unreported for the last rounds, until they report again).
+// peers gone silent or late (allreduce/peer_patience.hpp: unreported for the last rounds, until they report again;
+// or reporting well after the others in most of the last rounds, until they report in time again).
 bool has_advance_quorum(const LineMasterState& s, const LineMasterState::OpenRound& r) {
   if (timeout_mode(s) && !r.deadline_passed)
-    return r.count == peers(s) || (r.count >= s.advance_quorum && s.patience.only_silent_unheard(r.reported));
+    return r.count == peers(s) || (r.count >= s.advance_quorum && s.patience.only_late_unheard(r.reported));
   return r.count >= s.advance_quorum;
+}
+
+// A round leaves the open ones (every peer reported it, or it was retired): when each peer reported it is what
+// tells late peers (allreduce/peer_patience.hpp).
+void close_round(LineMasterState& s, std::map<std::uint64_t, LineMasterState::OpenRound>::iterator it,
+                 caf::actor_clock::time_point now) {
+  if (timeout_mode(s))
+    s.patience.round_timed(it->second.reported_us,
+                           std::chrono::duration_cast<std::chrono::microseconds>(now - it->second.started).count());
+  s.open.erase(it);
 }
 
 void start_next_round(Self self) {
@@ -49,11 +60,13 @@ void start_next_round(Self self) {
   s.last_round_start = now;
   // Room for the new round: the oldest open one is retired; its stragglers catch up by round key.
   while (s.open.size() >= line.settings.rounds_in_flight) {
-    s.open.erase(s.open.begin());
+    close_round(s, s.open.begin(), now);
     ++s.retired_early;
   }
   const allreduce::RoundKey key{line.epoch, line.layout_version, line.dim, line.line, s.next_round};
-  s.open.emplace(s.next_round, LineMasterState::OpenRound{std::vector<std::uint8_t>(peers(s), 0), 0, false});
+  s.open.emplace(s.next_round,
+                 LineMasterState::OpenRound{std::vector<std::uint8_t>(peers(s), 0), 0, false, now,
+                                            std::vector<std::int64_t>(peers(s), allreduce::PeerPatience::kUnheard)});
   ++s.next_round;
   ++s.rounds_started;
   s.advance = false;
@@ -69,7 +82,7 @@ void start_next_round(Self self) {
 void progress(Self self, std::map<std::uint64_t, LineMasterState::OpenRound>::iterator it) {
   auto& s = self->state;
   if (it->first + 1 == s.next_round && has_advance_quorum(s, it->second)) s.advance = true;
-  if (it->second.count == peers(s)) s.open.erase(it);
+  if (it->second.count == peers(s)) close_round(s, it, self->clock().now());
   start_next_round(self);
 }
 
@@ -202,6 +215,8 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         }
         if (it->second.reported[done.from]) return;
         it->second.reported[done.from] = 1;
+        it->second.reported_us[done.from] =
+            std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - it->second.started).count();
         s.patience.heard(done.from);
         ++it->second.count;
         progress(self, it);

@@ -8,7 +8,10 @@
 // lost the cluster; either way it goes dormant), RoundDone,
 // and, in timeout quorum mode, the deadline of the latest round.
 // It starts round r+1 once round r has its advance quorum: ceil(θa·p) peers reported it (timeout mode: all of
-// them, or ceil(θa·p) once allreduce.quorum_timeout_ms has passed since r started). It never waits for the rest:
+// them but those gone silent or late (allreduce/peer_patience.hpp), or ceil(θa·p) once allreduce.quorum_timeout_ms
+// has passed since r started). A late peer's report is not waited for at all here, not even for a probe: the line
+// runners already gave its parts their probe before they reported, and a second probe here would only delay the
+// next round (1.3 × 1.3 the round's time). It never waits for the rest:
 // when a new round would make k+1 open, the oldest open round is retired, and a peer that reports it late, or
 // never, catches up by round key on the newer round its Worker slot receives (round r runs on slot r % k). So
 // one slow or stalled peer never stops its line; it only drops out of the rounds it misses, until it catches up
@@ -60,6 +63,9 @@ struct LineMasterState {
     std::vector<std::uint8_t> reported;  // by peer index: 1 where it reported
     std::uint32_t count = 0;     // of reported
     bool deadline_passed = false;
+    caf::actor_clock::time_point started;
+    // By peer index: microseconds from `started` to its report (PeerPatience::kUnheard: none yet).
+    std::vector<std::int64_t> reported_us;
   };
 
   static inline const char* name = "line_master";
@@ -68,8 +74,9 @@ struct LineMasterState {
   std::uint32_t advance_quorum = 1;  // ceil(θa·p)
   std::uint64_t next_round = 0;
   std::map<std::uint64_t, OpenRound> open;  // round -> who reported it; at most k
-  // Timeout mode: the peers that reported none of the last rounds by their deadlines, not waited for until they
-  // report again (has_advance_quorum; the line runner skips their parts likewise).
+  // Timeout mode: the peers that reported none of the last rounds by their deadlines, or reported most of the last
+  // rounds well after the others, not waited for until they report again, or in time again (has_advance_quorum; the
+  // line runner skips their parts likewise, a late peer's after a probe).
   allreduce::PeerPatience patience;
   bool advance = true;  // round next_round - 1 has its advance quorum (true before round 0)
   // Paced by the learner (allreduce.every_steps > 0, or cpu_share < 1 on a training node): the rounds it may still

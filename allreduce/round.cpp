@@ -344,6 +344,28 @@ bool Round::waits_only_on(std::span<const std::uint8_t> absent) const {
   return true;
 }
 
+void Round::missing_contributions(std::span<std::uint8_t> out) const {
+  std::fill(out.begin(), out.end(), std::uint8_t{0});
+  if (!started_ || complete_) return;
+  const std::uint32_t p = peers();
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    if (counts_[first_chunk_ + k] > 0) continue;
+    for (std::uint32_t q = 0; q < p; ++q)
+      if (q != self_ && !contributed_[std::size_t{k} * p + q]) out[q] = 1;
+  }
+}
+
+bool Round::block_waits_only_on(std::span<const std::uint8_t> absent) const {
+  bool waiting = false;
+  for (std::uint32_t k = 0; k < contributions_.size(); ++k) {
+    const std::uint32_t c = first_chunk_ + k;
+    if (counts_[c] > 0) continue;
+    if (!reduces_without(c, absent)) return false;
+    waiting = true;
+  }
+  return waiting;
+}
+
 bool Round::reduces_without(std::uint32_t c, std::span<const std::uint8_t> absent) const {
   if (!started_ || finished_ || c < first_chunk_ || c - first_chunk_ >= contributions_.size() || counts_[c] > 0)
     return false;

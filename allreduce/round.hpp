@@ -222,6 +222,14 @@ class Round {
   // then the round need not wait for its deadline). False for a round not started, or complete. Counts nothing.
   // REQUIRES: absent.size() == partition().peers()
   bool waits_only_on(std::span<const std::uint8_t> absent) const;
+  // Per peer, 1 where a chunk of our block with no mean yet still lacks its contribution, else 0 (all 0 for a round
+  // not started, or complete). What the round waits for from a peer itself: the other owners' means wait, in turn,
+  // on every peer's contributions. Counts nothing.
+  // REQUIRES: out.size() == partition().peers()
+  void missing_contributions(std::span<std::uint8_t> out) const;
+  // Whether each chunk of our block still without a mean would be reduced by reduce_without(absent) now, and there
+  // is one: our block waits only on absent peers' contributions. Counts nothing.
+  bool block_waits_only_on(std::span<const std::uint8_t> absent) const;
   // Whether reduce_without(absent) would reduce chunk c now (so that our values must be in send_ first): a chunk of
   // our block with no mean yet, its reduce quorum in, and only absent peers' contributions missing. Counts nothing.
   bool reduces_without(std::uint32_t c, std::span<const std::uint8_t> absent) const;

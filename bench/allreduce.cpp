@@ -20,7 +20,8 @@
 // --csv prints one line per size: gridtrain,<dims>d,procs,bytes,seconds,algbw,busbw,ok. --set passes a config
 // override to every node (allreduce.max_chunk_floats=..., say). --straggle STOP_MS,PERIOD_MS makes one node a
 // straggler (SIGSTOP for STOP_MS of every PERIOD_MS; a node that masters no line and does not host the
-// GridMaster): the figures are then the other nodes', and the check leaves the straggler out.
+// GridMaster): the figures are then the other nodes', and the check leaves the straggler out. A note on stderr says
+// what share of the measured nodes' rounds completed short of their quorum.
 // Rounds are counted from the nodes' reports (every 250 ms), so each size runs for several seconds, timed from one
 // change of the count to another. On a
 // 2-core machine 4 processes are oversubscribed: small sizes then measure scheduling as much as the transport.
@@ -71,6 +72,9 @@ struct Sample {
   // between two changes holds whole rounds of every node (a mean over nodes changes with each node's report, and a
   // window from one node's report to another's miscounts by the spread between them).
   double rounds = 0;
+  // Summed over the nodes measured: the rounds they completed, and of those the rounds short of their quorum (a
+  // chunk averaged over fewer than all peers, or missing).
+  double rounds_done = 0, shortfalls = 0;
 };
 
 }  // namespace
@@ -185,12 +189,14 @@ int main(int argc, char** argv) {
       auto sample = [&]() -> std::optional<Sample> {
         auto view = runtime.grid_view(seed_endpoint, credentials.value(), 10s);
         if (!view || view.value().nodes.size() != static_cast<std::size_t>(p)) return std::nullopt;
-        double fewest = 1e300, lo = 1e300, hi = -1e300, means = 0;
+        double fewest = 1e300, lo = 1e300, hi = -1e300, means = 0, done = 0, shortfalls = 0;
         long counted = 0;
         for (auto& n : view.value().nodes) {
           if (n.place.address == straggler_address) continue;
           ++counted;
           fewest = std::min(fewest, static_cast<double>(n.figures.rounds_done));
+          done += static_cast<double>(n.figures.rounds_done);
+          shortfalls += static_cast<double>(n.figures.quorum_shortfalls);
           lo = std::min(lo, n.figures.param_mean);
           hi = std::max(hi, n.figures.param_mean);
           means += n.figures.param_mean;
@@ -201,7 +207,7 @@ int main(int argc, char** argv) {
         mean_spread = hi - lo;
         mean_of_means = means / static_cast<double>(counted);
         auto now = std::chrono::steady_clock::now().time_since_epoch();
-        return Sample{std::chrono::duration<double>(now).count(), fewest};
+        return Sample{std::chrono::duration<double>(now).count(), fewest, done, shortfalls};
       };
       // Wait until every node is placed and rounds run, then measure over `seconds` (at least 5 rounds).
       std::optional<Sample> first;
@@ -300,6 +306,11 @@ int main(int argc, char** argv) {
         sample();
       }
       const bool ok = converged();
+      if (last->rounds_done > first->rounds_done)
+        std::fprintf(stderr, "note: %ld procs, %ld floats: %.1f%% of the measured nodes' rounds short of their "
+                     "quorum (%.0f of %.0f)\n", p, s,
+                     100 * (last->shortfalls - first->shortfalls) / (last->rounds_done - first->rounds_done),
+                     last->shortfalls - first->shortfalls, last->rounds_done - first->rounds_done);
       if (ok && spread_at_end != mean_spread)
         std::fprintf(stderr, "note: %ld procs, %ld floats: the nodes' reported means, %g apart at the end of the "
                      "measurement, agreed %.1f s later\n", p, s, spread_at_end,

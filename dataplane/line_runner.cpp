@@ -95,6 +95,17 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
   const auto i = static_cast<std::uint32_t>(key.round % slots_.size());
   Slot& slot = slots_[i];
   if (!slot.active || slot.round->key().round != key.round) return;
+  if (slot.probe_end && !slot.round->complete()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < *slot.probe_end) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*slot.probe_end - now).count();
+      on_event_(RoundEvent{RoundEvent::Kind::waiting, key, line_->self_index, 0,
+                           static_cast<std::uint32_t>(std::max<std::int64_t>(1, left))});
+      return;
+    }
+    cut_late(i);
+    if (slot.done) return;
+  }
   if (last_landing_ && !slot.round->complete()) {
     const auto idle = std::chrono::steady_clock::now() - *last_landing_;
     const std::chrono::milliseconds timeout(line_->round.quorum_timeout_ms);
@@ -105,6 +116,21 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
       return;
     }
   }
+  force_complete(i);
+}
+
+void LineRunner::time_missing_as_unheard(std::uint32_t i) {
+  Slot& slot = slots_[i];
+  waiting_.resize(slot.done_us.size());
+  slot.round->missing_contributions(waiting_);
+  for (std::size_t q = 0; q < waiting_.size(); ++q)
+    if (waiting_[q] && slot.done_us[q] != allreduce::PeerPatience::kNotTimed)
+      slot.done_us[q] = allreduce::PeerPatience::kUnheard;
+}
+
+void LineRunner::force_complete(std::uint32_t i) {
+  time_missing_as_unheard(i);
+  Slot& slot = slots_[i];
   fetch_own_block(i);
   send_all(i, slot.round->deadline_passed());
   complete_if_done(i);
@@ -120,6 +146,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
     // Catch-up: the older round of this slot finishes with what it has. Its last means are not sent: the slot's
     // buffers are about to hold the newer round, and the peers that still wanted them have moved on too.
     if (!slot.done) ++counters_.caught_up;
+    time_missing_as_unheard(i);
     fetch_own_block(i);
     slot.round->finish();
     complete_if_done(i);
@@ -161,6 +188,10 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   slot.end.assign(p, 0);
   slot.heard.assign(p, 0);
   slot.heard[line_->self_index] = 1;
+  slot.started = std::chrono::steady_clock::now();
+  slot.done_us.assign(p, allreduce::PeerPatience::kUnheard);
+  slot.done_us[line_->self_index] = allreduce::PeerPatience::kNotTimed;
+  slot.probe_end.reset();
   // scatter() reduces a chunk of our block at once only where our values alone are a quorum: no contribution can
   // have come before it (a peer's frame enters the round, and so scatters it, before it lands).
   if (round.reduce_quorum() <= 1) fetch_own_block(i);
@@ -178,7 +209,7 @@ bool LineRunner::enter(const allreduce::RoundKey& key, bool from_peer) {
   for (std::uint32_t j = 1; j < p; ++j) release(i, (line_->self_index + j) % p, window);
   if (from_peer) on_event_(RoundEvent{RoundEvent::Kind::started, key, line_->self_index, 0});
   complete_if_done(i);
-  skip_silent(i);
+  skip_absent(i);
   return true;
 }
 
@@ -277,6 +308,11 @@ void LineRunner::complete_if_done(std::uint32_t i) {
   if (slot.done || !round.complete()) return;
   slot.done = true;
   patience_.round_done(slot.heard);
+  // A block of no chunks gets no contributions: nobody to time.
+  if (round.partition().first_chunk(round.self()) < round.partition().first_chunk(round.self() + 1))
+    patience_.round_timed(slot.done_us, std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now() - slot.started)
+                                            .count());
   ++counters_.rounds_done;
   const auto& c = round.counters();
   if (c.short_reductions > 0 || c.missing_at_completion > 0) ++counters_.quorum_shortfalls;
@@ -372,11 +408,16 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
     case allreduce::Verdict::accepted:
       counters_.bytes_received += h.payload_bytes();
       slot.heard[h.from] = 1;  // (patience_ heard it as it landed)
+      // A peer is timed by its contributions to our block: they wait on nobody else, its means on everyone.
+      if (h.kind == FrameKind::scatter)
+        slot.done_us[h.from] =
+            std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - slot.started)
+                .count();
       send_all(landing.slot, outcome.sends);
       // A mean came back from the block's owner: one more of our chunks may go to it.
       if (h.kind != FrameKind::scatter) release(landing.slot, h.from, 1);
       complete_if_done(landing.slot);
-      skip_silent(landing.slot);
+      skip_absent(landing.slot);
       break;
     case allreduce::Verdict::malformed: ++counters_.malformed; break;
     case allreduce::Verdict::stale: ++counters_.stale_dropped; break;
@@ -384,26 +425,62 @@ void LineRunner::landed(const FrameHeader& h, const Landing& landing, std::span<
   }
 }
 
-void LineRunner::skip_silent(std::uint32_t i) {
+void LineRunner::skip_absent(std::uint32_t i) {
   Slot& slot = slots_[i];
-  if (!line_ || line_->round.quorum != allreduce::QuorumMode::timeout || !patience_.any_silent() || !slot.active ||
+  if (!line_ || line_->round.quorum != allreduce::QuorumMode::timeout || !patience_.any_late() || !slot.active ||
       slot.done)
     return;
   allreduce::Round& round = *slot.round;
-  const auto silent = patience_.silent_peers();
-  // Our block's chunks that wait only for silent peers: reduced now, so that our means go to the peers that wait
-  // for them (each of them does the same with its block). Our values are copied out just before, as for any reduce.
+  if (patience_.any_silent()) {
+    const auto silent = patience_.silent_peers();
+    // Our block's chunks that wait only for silent peers: reduced now, so that our means go to the peers that wait
+    // for them (each of them does the same with its block). Our values are copied out just before, as for any
+    // reduce.
+    const allreduce::Partition& part = round.partition();
+    for (std::uint32_t c = part.first_chunk(round.self()); c < part.first_chunk(round.self() + 1); ++c)
+      if (round.reduces_without(c, silent)) fetch(i, c);
+    send_all(i, round.reduce_without(silent));
+    complete_if_done(i);
+    if (slot.done) return;
+    // Nothing left but silent peers' parts: the round completes on its quorum now, not at its deadline.
+    if (round.waits_only_on(silent)) {
+      ++counters_.silent_skipped;
+      force_complete(i);
+      return;
+    }
+  }
+  // Late peers (silent ones included) get a probe: once our block waits only on their contributions, or the
+  // round only on their parts, a share of the round's time so far. After it, our block is reduced without them,
+  // and the round completes as soon as it waits only on them. The other owners do the same with their blocks, each
+  // by its own clock; a mean that waits, at its owner, on a late peer comes after that owner's probe.
+  const auto late = patience_.late_peers();
+  const auto now = std::chrono::steady_clock::now();
+  if (!slot.probe_end) {
+    if (!round.block_waits_only_on(late) && !round.waits_only_on(late)) return;
+    const std::int64_t probe = allreduce::PeerPatience::probe_us(
+        std::chrono::duration_cast<std::chrono::microseconds>(now - slot.started).count());
+    slot.probe_end = now + std::chrono::microseconds(probe);
+    ++counters_.late_probes;
+    on_event_(RoundEvent{RoundEvent::Kind::waiting, round.key(), line_->self_index, 0,
+                         static_cast<std::uint32_t>((probe + 999) / 1000)});
+    return;
+  }
+  if (now < *slot.probe_end) return;  // deadline() comes at its end
+  cut_late(i);
+}
+
+void LineRunner::cut_late(std::uint32_t i) {
+  Slot& slot = slots_[i];
+  allreduce::Round& round = *slot.round;
+  const auto late = patience_.late_peers();
   const allreduce::Partition& part = round.partition();
   for (std::uint32_t c = part.first_chunk(round.self()); c < part.first_chunk(round.self() + 1); ++c)
-    if (round.reduces_without(c, silent)) fetch(i, c);
-  send_all(i, round.reduce_without(silent));
+    if (round.reduces_without(c, late)) fetch(i, c);
+  send_all(i, round.reduce_without(late));
   complete_if_done(i);
-  // Nothing left but silent peers' parts: the round completes on its quorum now, not at its deadline.
-  if (slot.done || !round.waits_only_on(silent)) return;
-  ++counters_.silent_skipped;
-  fetch_own_block(i);
-  send_all(i, round.deadline_passed());
-  complete_if_done(i);
+  if (slot.done || !round.waits_only_on(late)) return;
+  ++counters_.late_cut;
+  force_complete(i);
 }
 
 }  // namespace gridtrain::dataplane

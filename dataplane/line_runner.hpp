@@ -136,6 +136,8 @@ struct DimensionCounters {
   std::atomic<std::uint64_t> malformed{0};         // frames that cannot belong to our line or round, drained
   std::atomic<std::uint64_t> quorum_shortfalls{0}; // rounds completed with a chunk over fewer than p, or missing
   std::atomic<std::uint64_t> silent_skipped{0};    // rounds that passed their deadline early: only silent peers missing
+  std::atomic<std::uint64_t> late_probes{0};       // rounds that came to wait only on late peers: a probe started
+  std::atomic<std::uint64_t> late_cut{0};          // rounds completed after their probe without the late peers
   std::atomic<std::uint64_t> frames_sent{0};
   std::atomic<std::uint64_t> bytes_sent{0};         // payload bytes
   std::atomic<std::uint64_t> bytes_received{0};     // payload bytes that counted
@@ -183,7 +185,8 @@ class LineRunner {
   // only once the line has gone T without a frame landing, of this round or another in flight: where one landed
   // within T, the line's links are still carrying its rounds (a slow link carries the chunks of a large round, and
   // of the rounds in flight before it, one after the other for much longer than T), and a RoundEvent waiting asks
-  // for the deadline again when T will have passed since that frame.
+  // for the deadline again when T will have passed since that frame. A round whose probe for late peers is over
+  // (see skip_absent) passes it at once, frames landing or not: they are the late peers'.
   void deadline(const allreduce::RoundKey& key);
 
   // The header of a frame from node `sender` was read: where its payload goes. Nothing changes for a wait or a
@@ -221,6 +224,12 @@ class LineRunner {
     std::vector<std::size_t> next;      // per peer: its next chunk in held
     std::vector<std::size_t> end;       // per peer: the end of its chunks in held
     std::vector<std::uint8_t> heard;    // per peer: some frame of it counted in this round (ours: always)
+    // Its timing, for allreduce::PeerPatience::round_timed: when it started here, and per peer microseconds from
+    // then to its last part counted (kUnheard: none, or a part still missing when the round was made to complete).
+    std::chrono::steady_clock::time_point started;
+    std::vector<std::int64_t> done_us;
+    // Timeout mode: when the round came to wait only on late peers, the end of its probe (then it completes).
+    std::optional<std::chrono::steady_clock::time_point> probe_end;
   };
 
   void abandon_all();
@@ -233,8 +242,18 @@ class LineRunner {
   // quorum of one, deadline_passed(), finish()).
   void fetch_own_block(std::uint32_t slot);
   // In quorum mode timeout, a round whose only missing parts are silent peers' (allreduce/peer_patience.hpp)
-  // passes its deadline now rather than waiting for it.
-  void skip_silent(std::uint32_t slot);
+  // passes its deadline now rather than waiting for it; one whose only missing parts are late or silent peers'
+  // starts its probe (a RoundEvent waiting), and passes its deadline when deadline() finds the probe over.
+  void skip_absent(std::uint32_t slot);
+  // The round's probe is over: our block's chunks that wait only on late peers are reduced without them, and the
+  // round completes if it waits only on them.
+  void cut_late(std::uint32_t slot);
+  // The round is made to complete (its deadline, its probe): the deadline's reduce and completion, after
+  // time_missing_as_unheard.
+  void force_complete(std::uint32_t slot);
+  // A round made to complete (force_complete, or a newer round of its slot): a peer whose contribution to our block
+  // is still missing is timed as unheard.
+  void time_missing_as_unheard(std::uint32_t slot);
   // Sends up to `n` more held scatter chunks to peer `to`, each fetched first; skips those whose mean came anyway.
   void release(std::uint32_t slot, std::uint32_t to, std::size_t n);
   // Applies the updates of the slot's new means; tells RoundDone once the round is complete.
@@ -248,7 +267,8 @@ class LineRunner {
   std::function<void(const RoundEvent&)> on_event_;
   DimensionCounters& counters_;
   std::optional<LineSpec> line_;
-  allreduce::PeerPatience patience_;  // which peers of the line went silent
+  allreduce::PeerPatience patience_;  // which peers of the line went silent, or come late
+  std::vector<std::uint8_t> waiting_;  // force_complete()'s scratch: per peer, a part of it missing
   std::vector<Slot> slots_;
   // The newest version this runner held or dropped: without a line, a frame of it or older is stale, a newer one
   // waits for its line.

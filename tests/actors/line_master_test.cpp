@@ -172,6 +172,43 @@ TEST_CASE("in timeout mode a peer that reported none of the last two rounds is n
   CHECK(f.started() == 6);
 }
 
+TEST_CASE("in timeout mode a peer that holds the line up is not waited for while it is late, then waited for again") {
+  using std::chrono::milliseconds;
+  LineMasterFixture f(3);
+  caf::anon_send(f.master, f.timeout_line(0.5, 3));
+  CHECK(f.started() == 1);
+  std::uint64_t round = 0;
+  // (The reports are handled, and so timed, at f.started(), which runs the system.)
+  auto all_report = [&](milliseconds took) {
+    f.sim.advance_time(took);
+    for (std::uint32_t m = 0; m < 3; ++m) f.done(round, m);
+    CHECK(f.started() == round + 2);
+    ++round;
+  };
+  for (int i = 0; i < 5; ++i) all_report(milliseconds(2));  // a line's first rounds are not counted
+  // Member 2 reports 40 ms after the others: the round waits for it (it is not late yet), and now it is.
+  f.done(round, 0);
+  f.done(round, 1);
+  CHECK(f.started() == round + 1);
+  f.sim.advance_time(milliseconds(40));
+  f.done(round, 2);
+  CHECK(f.started() == round + 2);
+  ++round;
+  // The next round advances as soon as members 0 and 1 report; member 2 reports it later.
+  f.done(round, 0);
+  f.done(round, 1);
+  CHECK(f.started() == round + 2);
+  f.done(round, 2);
+  ++round;
+  // It keeps up for a while: waited for again, a round without it waits for its deadline.
+  for (int i = 0; i < 30; ++i) all_report(milliseconds(3));
+  f.done(round, 0);
+  f.done(round, 1);
+  CHECK(f.started() == round + 1);
+  f.sim.advance_time(milliseconds(200));
+  CHECK(f.started() == round + 2);
+}
+
 TEST_CASE("a line master ignores a RoundDone of another layout version and a peer index outside the line") {
   LineMasterFixture f(2);
   caf::anon_send(f.master, f.line(1.0, 3, 4));

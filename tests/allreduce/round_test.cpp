@@ -737,3 +737,31 @@ TEST_CASE("waits_only_on: a round that misses only an absent peer's parts says s
   CHECK(line.peer(0).complete());
   CHECK_FALSE(line.peer(0).waits_only_on(absent_2));  // complete: nothing to wait for
 }
+
+TEST_CASE("missing_contributions names the peers our block waits on; block_waits_only_on, whether only absent ones") {
+  // p = 3, N = 3: one float a block. Peer 2 is late: its contributions are held back.
+  SimulatedLine line(3, 3, config(0.5, 0.5, QuorumMode::timeout), kKey);
+  fill_tens(line);
+  const std::vector<std::uint8_t> absent_2{0, 0, 1}, none{0, 0, 0};
+  std::vector<std::uint8_t> missing(3, 7);
+  line.peer(0).missing_contributions(missing);
+  CHECK(missing == none);  // not started
+  CHECK_FALSE(line.peer(0).block_waits_only_on(absent_2));
+  line.scatter(0);
+  line.scatter(1);
+  line.scatter(2);
+  line.peer(0).missing_contributions(missing);
+  CHECK(missing == std::vector<std::uint8_t>{0, 1, 1});  // block 0 waits for peers 1 and 2
+  CHECK_FALSE(line.peer(0).block_waits_only_on(absent_2));
+  line.deliver_if([](const Message& m) { return m.from == 1 && m.send.kind == SendKind::scatter; });
+  line.peer(0).missing_contributions(missing);
+  CHECK(missing == absent_2);
+  // Peer 2's block waits on peer 2's own mean, but our block only on its contribution: enough for the probe.
+  CHECK(line.peer(0).block_waits_only_on(absent_2));
+  CHECK_FALSE(line.peer(0).waits_only_on(absent_2));  // peer 1's mean of block 1 has not come
+  CHECK_FALSE(line.peer(0).block_waits_only_on(none));
+  line.deliver_all();
+  line.peer(0).missing_contributions(missing);
+  CHECK(missing == none);
+  CHECK_FALSE(line.peer(0).block_waits_only_on(absent_2));  // nothing left to wait for
+}

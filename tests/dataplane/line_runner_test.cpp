@@ -401,6 +401,87 @@ TEST_CASE("a peer silent for two rounds is not waited for; the first of its fram
   CHECK(line.nodes[0]->done() == 5);
 }
 
+TEST_CASE("a peer that holds its rounds up is late: waited for only a probe, then fully again once it keeps up") {
+  Line line(3, 6, timeout_half());
+  // Delivers every frame but those from node 30, which wait `late` first (node 30 itself hears everything).
+  auto round_with_30_late = [&](std::uint64_t r, std::chrono::milliseconds late) {
+    for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
+    std::deque<Frame> from_30;
+    while (!line.wire.frames.empty()) {
+      Frame f = std::move(line.wire.frames.front());
+      line.wire.frames.pop_front();
+      if (f.from == 30)
+        from_30.push_back(std::move(f));
+      else
+        line.deliver(f);
+    }
+    std::this_thread::sleep_for(late);
+    for (auto& f : from_30) line.wire.frames.push_back(std::move(f));
+    line.deliver_all();
+  };
+  // A line's first rounds are not counted; then one round that waits 40 ms for node 30 alone.
+  std::uint64_t r = 1;
+  for (; r <= 4; ++r) round_with_30_late(r, std::chrono::milliseconds(0));
+  round_with_30_late(r++, std::chrono::milliseconds(40));
+  CHECK(line.nodes[0]->done() == 5);
+  CHECK(line.nodes[0]->counters.late_probes == 0);
+  // Now node 30 is late: once the round waits only on it, the round asks for a probe far shorter than its 20 ms
+  // deadline, and completes without node 30 when the probe is over, node 30's frames still on their way.
+  for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
+  std::deque<Frame> from_30;
+  const std::size_t events_before = line.nodes[0]->events.size();
+  while (!line.wire.frames.empty()) {
+    Frame f = std::move(line.wire.frames.front());
+    line.wire.frames.pop_front();
+    if (f.from == 30)
+      from_30.push_back(std::move(f));
+    else
+      line.deliver(f);
+  }
+  REQUIRE(line.nodes[0]->events.size() == events_before + 1);
+  CHECK(line.nodes[0]->events.back().kind == RoundEvent::Kind::waiting);
+  CHECK(line.nodes[0]->events.back().wait_ms < 20);
+  CHECK(line.nodes[0]->counters.late_probes == 1);
+  CHECK(line.nodes[0]->done() == 5);
+  // The probe's timer, as the actors would send it: each of nodes 10 and 20 reduces its block without node 30.
+  std::this_thread::sleep_for(std::chrono::milliseconds(line.nodes[0]->events.back().wait_ms + 1));
+  for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->deadline(line.key(r));
+  while (!line.wire.frames.empty()) {
+    Frame f = std::move(line.wire.frames.front());
+    line.wire.frames.pop_front();
+    if (f.from == 30)
+      from_30.push_back(std::move(f));
+    else
+      line.deliver(f);
+  }
+  CHECK(line.nodes[0]->done() == 6);
+  CHECK(line.nodes[1]->done() == 6);
+  CHECK(line.nodes[0]->counters.late_cut.load() == 1);
+  CHECK(line.nodes[0]->counters.silent_skipped.load() == 0);
+  CHECK(line.nodes[0]->counters.quorum_shortfalls == 1);
+  for (auto& f : from_30) line.wire.frames.push_back(std::move(f));
+  line.deliver_all();  // late: drained, nothing changes
+  ++r;
+  // Node 30 keeps up, round after round of a few milliseconds: it is waited for fully again. A round that then
+  // misses it waits for its deadline, with no probe.
+  for (int i = 0; i < 30; ++i) {
+    for (std::uint32_t n = 0; n < 3; ++n) line.nodes[n]->runner->start_round(line.key(r));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    line.deliver_all();
+    ++r;
+  }
+  const std::uint64_t probes = line.nodes[0]->counters.late_probes;
+  const std::uint64_t done = line.nodes[0]->done();
+  for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
+  while (!line.wire.frames.empty()) {
+    Frame f = std::move(line.wire.frames.front());
+    line.wire.frames.pop_front();
+    if (f.from != 30) line.deliver(f);
+  }
+  CHECK(line.nodes[0]->counters.late_probes == probes);
+  CHECK(line.nodes[0]->done() == done);
+}
+
 TEST_CASE("in fraction mode nothing is skipped: the quorum acts at once anyway, and a silent peer changes nothing") {
   allreduce::RoundConfig c = timeout_half();
   c.quorum = allreduce::QuorumMode::fraction;
