@@ -12,6 +12,13 @@
 //                     After each fault it watches the grid (status, every 50 ms) and measures the time to the
 //                     survivors' rounds going on without the victim and, when the victim hosted the GridMaster,
 //                     to a higher epoch and to the first rounds under it; then that the victim is back.
+//                     --partitions: the nodes run in network namespaces of their own (app/net_lab.hpp), and
+//                     every other fault cuts the network instead, for --cut-seconds: one node from the rest, a
+//                     minority from a majority (holding the GridMaster's node every other time), two halves, in
+//                     turn. Each cut is watched (every node asked in turn, through the lab's observer): the time
+//                     until the majority's nodes run rounds in a grid of their own, and that no two GridMasters
+//                     answer at once (split brain: one elected on the minority's side, or the old one going on
+//                     beside a new one); then the heal, and the time until every node runs rounds in one grid.
 //   4. report         rounds completed, failovers, those times (median and worst), every node's resident memory
 //                     at its start (a minute in) and at the end, and every node's last test accuracy; every
 //                     process's output in DIR/node-<i>.log.
@@ -40,6 +47,7 @@
 #include "app/child_process.hpp"
 #include "app/local_capacity.hpp"
 #include "app/commands.hpp"
+#include "app/net_lab.hpp"
 #include "config/endpoint.hpp"
 
 namespace gridtrain::app {
@@ -93,13 +101,17 @@ struct Figures {
   std::vector<double> takeover;      // GridMaster's node killed or stopped -> a higher epoch
   std::vector<double> failover;      // -> the first rounds under it
   std::vector<double> back;          // the victim restarted or woken -> running rounds in the grid again
-  int faults = 0, kills = 0, stops = 0, restarts = 0, missed = 0;
+  std::vector<double> majority_on;   // a cut -> the majority's nodes run rounds in a grid without the others
+  std::vector<double> healed;        // the heal -> every node runs rounds in one grid
+  int faults = 0, kills = 0, stops = 0, restarts = 0, cuts = 0, missed = 0;
+  int two_grid_masters = 0;  // sweeps of a cut in which two GridMasters answered
+  int minority_elected = 0;  // cuts in which a side without a strict majority had a GridMaster of a new epoch
 };
 
 class Chaos {
  public:
-  Chaos(const ChaosArgs& args, std::string exe, std::string dir)
-      : args_(args), exe_(std::move(exe)), dir_(std::move(dir)), random_(args.random_seed) {}
+  Chaos(const ChaosArgs& args, std::string exe, std::string dir, NetLab* lab)
+      : args_(args), exe_(std::move(exe)), dir_(std::move(dir)), random_(args.random_seed), lab_(lab) {}
 
   // 1.
   void write_config() {
@@ -168,8 +180,8 @@ class Chaos {
       slot.log += slot.process->output();
     }
     std::cout << "\nchaos: " << figures_.faults << " faults (" << figures_.kills << " kills, " << figures_.stops
-              << " stops, " << figures_.restarts << " restarts) in " << seconds(Clock::now() - began_) / 60.0
-              << " min; " << figures_.missed << " not recovered within 30 s\n"
+              << " stops, " << figures_.restarts << " restarts, " << figures_.cuts << " cuts) in "
+              << seconds(Clock::now() - began_) / 60.0 << " min; " << figures_.missed << " not recovered\n"
               << "rounds completed: " << rounds << "\n"
               << "failovers: " << took_over << " (a node took over as GridMaster), epochs seen: "
               << epochs_seen_ << " (from " << first_epoch_ << " to " << epoch_ << ")\n";
@@ -177,6 +189,12 @@ class Chaos {
     summary("GridMaster's node lost -> higher epoch", figures_.takeover);
     summary("GridMaster's node lost -> rounds under it", figures_.failover);
     summary("victim restarted or woken -> back in rounds", figures_.back);
+    if (lab_) {
+      summary("cut -> the majority's rounds go on", figures_.majority_on);
+      summary("heal -> one grid, every node in rounds", figures_.healed);
+      std::cout << "split brain: " << figures_.two_grid_masters << " sweeps with two GridMasters answering, "
+                << figures_.minority_elected << " cuts with a GridMaster elected without a majority\n";
+    }
     std::cout << "node  restarts  rss_start_kib  rss_end_kib  growth  lived_s  test_accuracy\n";
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       const Slot& s = slots_[i];
@@ -188,7 +206,8 @@ class Chaos {
       std::ofstream(dir_ + "/node-" + std::to_string(i) + ".log") << s.log;
     }
     std::cout << "chaos: logs in " << dir_ << std::endl;
-    return figures_.missed == 0 ? kOk : kInternal;
+    const bool split = figures_.two_grid_masters > 0 || figures_.minority_elected > 0;
+    return figures_.missed == 0 && !split ? kOk : kInternal;
   }
 
   static bool stop_requested();
@@ -196,14 +215,18 @@ class Chaos {
  private:
   Status start(std::size_t i) {
     Slot& slot = slots_[i];
-    std::vector<std::string> argv{"run", "--config", config_, "--listen", "127.0.0.1:0", "--name", std::to_string(i),
+    // In the lab each node is a host of its own, at a port of its own namespace.
+    const std::string listen = lab_ ? lab_->address(i) + ":7000" : "127.0.0.1:0";
+    std::vector<std::string> argv{"run", "--config", config_, "--listen", listen, "--name", std::to_string(i),
                                   "--shard-index", std::to_string(i), "--shard-count", std::to_string(args_.nodes)};
     const std::string seeds = running_addresses();
     if (!seeds.empty()) argv.insert(argv.end(), {"--seed", seeds});
     if (std::filesystem::exists(dir_ + "/checkpoints/node-" + std::to_string(i) + ".ckpt"))
       argv.push_back("--resume");
     for (const auto& o : args_.overrides) argv.insert(argv.end(), {"--set", o});
-    auto started = ChildProcess::start(exe_, argv);
+    if (lab_) argv.insert(argv.begin(), exe_);
+    auto started = lab_ ? ChildProcess::start(lab_->exec_program(), lab_->exec_args(i, argv))
+                        : ChildProcess::start(exe_, argv);
     if (!started) return started.error();
     slot.process = std::move(started).value();
     slot.started = Clock::now();
@@ -268,6 +291,10 @@ class Chaos {
   }
 
   void fault() {
+    if (lab_ && figures_.faults % 2 == 1) {
+      cut();
+      return;
+    }
     auto before = observe();
     if (!before) {
       std::cout << "chaos: no grid to read before the fault; skipping it" << std::endl;
@@ -321,6 +348,158 @@ class Chaos {
       }
     }
     watch_back(victim);
+  }
+
+  // One sweep of a cut: every running node asked for its grid, all at once (a node that lost its GridMaster
+  // answers that it has none; one whose GridMaster is cut off from it does not answer within the second). What
+  // each node's GridMaster answered, by node.
+  std::vector<std::optional<actors::GridView>> sweep() {
+    std::vector<std::optional<actors::GridView>> views(slots_.size());
+    std::vector<std::thread> askers;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      const Slot& slot = slots_[i];
+      if (!slot.process || slot.stopped || slot.address.empty()) continue;
+      auto endpoint = config::parse_endpoint(slot.address);
+      if (!endpoint) continue;
+      askers.emplace_back([this, &views, i, at = endpoint.value()] {
+        auto asked = runtime_.grid_view(at, {}, 1s);
+        if (asked) views[i] = std::move(asked).value();  // each asker writes its own element
+      });
+    }
+    for (auto& asker : askers) asker.join();
+    return views;
+  }
+
+  // Whether `v` holds exactly the nodes of `side` (by slot), each past its rounds in `rounds_at`.
+  bool runs_alone(const actors::GridView& v, const std::vector<bool>& side,
+                  const std::map<std::string, std::uint64_t>& rounds_at) const {
+    std::size_t members = 0;
+    for (const auto& n : v.nodes) {
+      std::size_t i = 0;
+      while (i < slots_.size() && slots_[i].address != n.place.address) ++i;
+      if (i == slots_.size() || !side[i]) return false;
+      auto at = rounds_at.find(n.place.address);
+      if (at != rounds_at.end() && n.figures.rounds_done <= at->second) return false;
+      ++members;
+    }
+    return members == static_cast<std::size_t>(std::count(side.begin(), side.end(), true));
+  }
+
+  // A cut of the network, for --cut-seconds, then its heal; each watched (see the top of this file).
+  void cut() {
+    auto before = observe();
+    if (!before) {
+      std::cout << "chaos: no grid to read before the cut; skipping it" << std::endl;
+      return;
+    }
+    const std::size_t n = slots_.size();
+    const std::size_t gm = slot_of(before->grid_master_node, *before);
+    // One node, a minority (the GridMaster's node in it every other time), two halves: in turn.
+    static const char* const kKinds[] = {"one node from the rest", "a minority from a majority", "two halves"};
+    const int kind = figures_.cuts % 3;
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), random_);
+    const std::size_t size = kind == 0 ? 1 : kind == 1 ? (n - 1) / 2 : n / 2;
+    if (kind == 1 && gm < n) {
+      // The GridMaster's node first on side B, or last (on side A), by turn.
+      std::erase(order, gm);
+      if ((figures_.cuts / 3) % 2 == 0)
+        order.insert(order.begin(), gm);
+      else
+        order.push_back(gm);
+    }
+    std::vector<std::size_t> side_b(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(size));
+    std::vector<bool> on_b(n, false), on_a(n, true);
+    for (std::size_t i : side_b) on_b[i] = true, on_a[i] = false;
+    // The side with a strict majority of the nodes, if one has it.
+    const std::vector<bool>* majority = 2 * (n - size) > n ? &on_a : 2 * size > n ? &on_b : nullptr;
+    std::string names;
+    for (std::size_t i : side_b) names += (names.empty() ? "" : ",") + std::to_string(i);
+    std::cout << "chaos: " << log_time() << " cut " << kKinds[kind] << ": nodes " << names << " apart"
+              << (gm < n ? (on_b[gm] ? " (with the GridMaster's node)" : " (the GridMaster's node on the other side)")
+                         : "")
+              << (majority ? "" : "; neither side has a majority") << std::endl;
+    ++figures_.faults;
+    ++figures_.cuts;
+    std::map<std::string, std::uint64_t> rounds_at;
+    for (const auto& node : before->nodes) rounds_at[node.place.address] = node.figures.rounds_done;
+    if (Status cut = lab_->cut(side_b); !cut.ok()) {
+      std::cout << "chaos: " << cut.error().to_string() << std::endl;
+      ++figures_.missed;
+      return;
+    }
+    const auto at = Clock::now();
+    bool majority_on = false, elected_apart = false;
+    std::string last_seen;  // the majority's last view, for the report where it never ran alone
+    while (Clock::now() - at < std::chrono::seconds(args_.cut_seconds)) {
+      const auto views = sweep();
+      std::map<std::uint64_t, std::uint64_t> masters;  // GridMaster's node -> epoch, as answered in this sweep
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!views[i]) continue;
+        const actors::GridView& v = *views[i];
+        masters[v.grid_master_node] = v.epoch;
+        // A GridMaster of a new epoch is an election; on a side without a strict majority it is split brain.
+        const bool my_side_majority = majority && (*majority)[i];
+        if (v.epoch > before->epoch && !my_side_majority && !elected_apart) {
+          elected_apart = true;
+          ++figures_.minority_elected;
+          std::cout << "chaos: SPLIT BRAIN: node " << i << ", on a side without a majority, follows a GridMaster "
+                    << "of the new epoch " << v.epoch << std::endl;
+        }
+        if (my_side_majority && !majority_on) {
+          last_seen = "node " + std::to_string(i) + " saw epoch " + std::to_string(v.epoch) + ":";
+          for (const auto& node : v.nodes)
+            last_seen += " " + node.place.address + " (" + std::to_string(node.figures.rounds_done) + " rounds, " +
+                         std::to_string(rounds_at.count(node.place.address) ? rounds_at[node.place.address] : 0) +
+                         " at the cut)";
+        }
+        if (!majority_on && my_side_majority && runs_alone(v, *majority, rounds_at)) {
+          majority_on = true;
+          const double t = seconds(Clock::now() - at);
+          figures_.majority_on.push_back(t);
+          std::cout << "chaos: the majority runs rounds on its own after " << t << " s, under epoch " << v.epoch
+                    << std::endl;
+        }
+      }
+      if (masters.size() > 1) {
+        ++figures_.two_grid_masters;
+        std::cout << "chaos: SPLIT BRAIN: " << masters.size() << " GridMasters answered in one sweep" << std::endl;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    if (majority && !majority_on) {
+      ++figures_.missed;
+      std::cout << "chaos: the majority did not run rounds on its own within the cut's " << args_.cut_seconds
+                << " s; " << (last_seen.empty() ? "no node of it answered" : last_seen) << std::endl;
+    }
+    if (Status healed = lab_->heal(); !healed.ok()) {
+      std::cout << "chaos: " << healed.error().to_string() << std::endl;
+      ++figures_.missed;
+      return;
+    }
+    watch_healed();
+  }
+
+  // After a heal: until one grid holds every node, each running rounds again.
+  void watch_healed() {
+    const auto at = Clock::now();
+    std::map<std::string, std::uint64_t> rounds_at;
+    if (auto v = observe())
+      for (const auto& node : v->nodes) rounds_at[node.place.address] = node.figures.rounds_done;
+    const std::vector<bool> everyone(slots_.size(), true);
+    while (Clock::now() - at < 60s) {
+      auto v = observe();
+      if (v && runs_alone(*v, everyone, rounds_at)) {
+        const double t = seconds(Clock::now() - at);
+        figures_.healed.push_back(t);
+        std::cout << "chaos: one grid again after " << t << " s, under epoch " << v->epoch << std::endl;
+        return;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    ++figures_.missed;
+    std::cout << "chaos: not one grid again within 60 s of the heal" << std::endl;
   }
 
   // The process of `slot` is gone: keep its output and rounds.
@@ -412,6 +591,7 @@ class Chaos {
   std::string dir_;
   std::string config_;
   std::mt19937 random_;
+  NetLab* lab_;  // --partitions: the nodes' namespaces and switch; else none (loopback)
   actors::Runtime runtime_{config::Config{}};
   std::vector<Slot> slots_;
   Figures figures_;
@@ -437,11 +617,20 @@ int chaos(const ChaosArgs& args, const char* argv0) {
   std::error_code ec;
   std::filesystem::create_directories(args.out, ec);
   if (ec) return fail(kBadInput, "chaos: cannot create " + args.out + ": " + ec.message());
+  if (args.cut_seconds < 1) return fail(kBadInput, "chaos: --cut-seconds must be positive");
   ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
   std::signal(SIGINT, on_chaos_signal);
   std::signal(SIGTERM, on_chaos_signal);
   spdlog::set_level(spdlog::level::warn);
-  Chaos run(args, self_exe(argv0), std::filesystem::absolute(args.out).string());
+  std::unique_ptr<NetLab> lab;
+  if (args.partitions) {
+    auto made = NetLab::create(static_cast<std::size_t>(args.nodes));
+    if (!made) return fail(kBadInput, "chaos: " + made.error().to_string());
+    lab = std::move(made).value();
+    // Before the runtime below starts its threads: they reach the nodes from the observer's namespace.
+    if (Status entered = lab->enter_observer(); !entered.ok()) return fail(kInternal, entered.error().to_string());
+  }
+  Chaos run(args, self_exe(argv0), std::filesystem::absolute(args.out).string(), lab.get());
   run.write_config();
   std::cout << "chaos: " << args.nodes << " nodes for " << args.minutes << " min, a fault every " << args.every
             << " s" << std::endl;

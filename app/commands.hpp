@@ -95,13 +95,18 @@ struct ChaosArgs {
   int faults = 0;         // stop after this many faults (0: when the minutes are up)
   bool target_grid_master = false;  // every fault hits the node hosting the GridMaster
   bool kills_only = false;          // every fault is a kill
+  // Every other fault cuts the network (app/net_lab.hpp; root): one node from the rest, a minority from a
+  // majority, two halves, in turn, for cut_seconds, then heals it.
+  bool partitions = false;
+  int cut_seconds = 10;
   unsigned random_seed = 1;
   std::string out = "chaos-out";
   std::vector<std::string> overrides;  // --set key=value, passed on to every node
 };
 
-// gridnode chaos: a local training cluster under random kills, stops and restarts (app/chaos.cpp says what it
-// measures and prints). 0 if the cluster recovered from every fault, 2 for bad arguments, 1 otherwise.
+// gridnode chaos: a local training cluster under random kills, stops, restarts and (--partitions) cuts of the
+// network (app/chaos.cpp says what it measures and prints). 0 if the cluster recovered from every fault and no cut
+// had two GridMasters at once, 2 for bad arguments, 1 otherwise.
 int chaos(const ChaosArgs& args, const char* argv0);
 
 }  // namespace gridtrain::app

@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   chaos_cmd->add_flag("--target-grid-master", chaos_args.target_grid_master,
                       "Every fault hits the node that hosts the GridMaster");
   chaos_cmd->add_flag("--kills-only", chaos_args.kills_only, "Every fault is a kill -9");
+  chaos_cmd->add_flag("--partitions", chaos_args.partitions,
+                      "Run the nodes in network namespaces (root), and make every other fault a cut of the network: "
+                      "one node from the rest, a minority from a majority, two halves, in turn");
+  chaos_cmd->add_option("--cut-seconds", chaos_args.cut_seconds, "How long a cut lasts before it heals (default 10)");
   chaos_cmd->add_option("--random-seed", chaos_args.random_seed, "Seed of the fault schedule (default 1)");
   chaos_cmd->add_option("--out", chaos_args.out, "Output directory (default chaos-out)");
   chaos_cmd->add_option("--set", chaos_args.overrides, "Override a config key on every node (repeatable)");
