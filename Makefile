@@ -7,7 +7,8 @@
 #   make asan / make tsan   the test suite under ASan+UBSan / TSan (own build folders; see tsan below)
 #   make bench              builds and runs the benchmarks (long; not part of `make test`)
 #   make fuzz               builds the fuzz targets with clang's libFuzzer and runs each for FUZZ_SECONDS
-#   make chaos              a training cluster under random faults for CHAOS_MINUTES (default 30)
+#   make chaos              a training cluster under random faults for CHAOS_MINUTES (default 30); with
+#                           CHAOS_ARGS=--partitions, cuts of the network too (root)
 #   make bench-wan          allreduce over shaped wide-area links between network namespaces (root; bench/wan/run)
 
 BUILD ?= build
@@ -71,9 +72,12 @@ tsan-actors: tsan
 
 # A training cluster of 6 processes under random kills, stops and restarts (the GridMaster's node included), one
 # every 20 s, for CHAOS_MINUTES; it prints what it measured (app/chaos.cpp). Not part of `make test`.
+# CHAOS_ARGS=--partitions (root) runs the nodes in network namespaces and makes every other fault a cut of the
+# network (one node, a minority, two halves), watched for split brain.
 CHAOS_MINUTES ?= 30
+CHAOS_ARGS ?=
 chaos: build
-	$(BUILD)/gridnode chaos --minutes $(CHAOS_MINUTES) --out chaos-out
+	$(BUILD)/gridnode chaos --minutes $(CHAOS_MINUTES) $(CHAOS_ARGS) --out chaos-out
 
 # The fuzz targets of tests/fuzz/ under libFuzzer with ASan+UBSan, each for FUZZ_SECONDS (default 300). `make
 # test` runs the same targets for a few seconds each, built with g++ (tests/fuzz/smoke_main.cpp).
