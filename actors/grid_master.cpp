@@ -440,9 +440,12 @@ void restore_layout(Self self) {
   auto& s = self->state;
   const GridState& last = *s.setup.takeover;
   auto snapshot = layout_snapshot(last.layout);
-  std::string why = snapshot ? grid::Layout::restore(snapshot.value(), s.layout) : snapshot.error().message;
-  if (!why.empty()) {
-    spdlog::error("grid_master: the last layout does not restore ({}); placing the voters afresh", why);
+  auto layout = snapshot ? grid::Layout::restore(snapshot.value()) : Result<grid::Layout>(snapshot.error());
+  if (layout) {
+    s.layout = std::move(layout).value();
+  } else {
+    spdlog::error("grid_master: the last layout does not restore ({}); placing the voters afresh",
+                  layout.error().message);
     s.layout = empty_layout(s.setup.config);
   }
   for (grid::NodeId id : s.layout.members())

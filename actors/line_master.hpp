@@ -13,7 +13,7 @@
 // runners already gave its parts their probe before they reported, and a second probe here would only delay the
 // next round (1.3 × 1.3 the round's time). It never waits for the rest:
 // when a new round would make k+1 open, the oldest open round is retired, and a peer that reports it late, or
-// never, catches up by round key on the newer round its Worker slot receives (round r runs on slot r % k). So
+// never, catches up by round key on the newer round its line runner's slot receives (round r runs on slot r % k). So
 // one slow or stalled peer never stops its line; it only drops out of the rounds it misses, until it catches up
 // or the failure detector removes it (a new layout version re-forms the line). A line of one peer runs no rounds.
 // It tells: every member's DimensionNode (StartLine, StartRound).

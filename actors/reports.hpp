@@ -9,7 +9,8 @@
 
 namespace gridtrain::actors {
 
-// A Worker's counters (also summed per DimensionNode and per node).
+// One line's round counters, as its line runner keeps them (dataplane::DimensionCounters), summed per DimensionNode
+// and per node.
 struct RoundStats {
   std::uint64_t rounds_done = 0;       // completed, including those finished early by catch-up
   std::uint64_t caught_up = 0;         // finished early because a newer round of the line arrived

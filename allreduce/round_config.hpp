@@ -21,8 +21,8 @@ inline constexpr NumberRange kFractionRange{0, 1, true, false};
 inline constexpr IntRange kChunkFloatsRange{1, std::numeric_limits<int>::max()};
 // quorum_timeout_ms: 0 only when the quorum mode is fraction (validate() checks the pair).
 inline constexpr IntRange kQuorumTimeoutRange{0, std::numeric_limits<int>::max()};
-// k, the rounds a line may have in flight (BIDMach: 3). Each one is a Worker holding O(N) floats on every
-// member, so k is bounded.
+// k, the rounds a line may have in flight (BIDMach: 3). Each one is a Round (allreduce/round.hpp) holding O(N)
+// floats on every member, so k is bounded.
 inline constexpr IntRange kRoundsInFlightRange{1, 16};
 // The outer step's rate: above 0; at most 2, beyond which it overshoots the mean by more than it moved.
 inline constexpr NumberRange kOuterRateRange{0, 2, true, false};

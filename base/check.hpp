@@ -19,3 +19,11 @@ namespace gridtrain {
 }
 
 }  // namespace gridtrain
+
+#define GRIDTRAIN_CHECK_STRING_(x) #x
+#define GRIDTRAIN_CHECK_LINE_(x) GRIDTRAIN_CHECK_STRING_(x)
+// A REQUIRES checked in every build (where assert() would vanish under NDEBUG): aborts through
+// precondition_violated with the condition, its file and its line.
+#define GRIDTRAIN_REQUIRE(condition)                                                                        \
+  ((condition) ? static_cast<void>(0)                                                                        \
+               : ::gridtrain::precondition_violated(#condition " (" __FILE__ ":" GRIDTRAIN_CHECK_LINE_(__LINE__) ")"))

@@ -3,9 +3,9 @@
 //
 //   bench_cuda_cluster [--nodes 4] [--epochs 15] [--every 1] [--alpha 0.3] [--data DIR] [--device cuda] ...
 //
-// Each node is a Learner on a thread of its own. The averaging stands in for the allreduce Worker: a thread
+// Each node is a Learner on a thread of its own. The averaging stands in for the data plane's rounds: a thread
 // that, once every node has taken `every` more steps, fetches each node's store (tensor by tensor under its
-// locks), takes the mean, and applies the elastic update to each store as the Worker does
+// locks), takes the mean, and applies the elastic update to each store as a round does
 // (allreduce/elastic_update.hpp), through the same calls on the store. What it leaves out is the network:
 // quorums, chunks, CAF.
 // TODO(actors): once gridnode runs a cluster in one process, add the same run through the actors (dims 2,
@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     std::fill(mean.begin(), mean.end(), 0.0f);
     for (int i = 0; i < n; ++i)
       for (std::size_t j = 0; j < floats; ++j) mean[j] += fetched[i][j] / n;
-    // As the Worker applies a round (allreduce/elastic_update.hpp): m <- m + α·(mean - fetched), which keeps
+    // As a line runner applies a round (allreduce/elastic_update.hpp): m <- m + α·(mean - fetched), which keeps
     // the steps a node took since its fetch.
     const float alpha = static_cast<float>(o.alpha);
     for (int i = 0; i < n; ++i)

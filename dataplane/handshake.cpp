@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/check.hpp"
 #include "dataplane/wire.hpp"
 
 namespace gridtrain::dataplane {
@@ -150,7 +151,8 @@ Nonce make_nonce() {
   while (got < nonce.size()) {
     const ssize_t n = ::getrandom(nonce.data() + got, nonce.size() - got, 0);
     if (n > 0) got += static_cast<std::size_t>(n);
-    else if (errno != EINTR) std::abort();  // no entropy from the kernel: nothing here can be trusted
+    else if (errno != EINTR)  // no entropy from the kernel: nothing here can be trusted
+      precondition_violated("getrandom() failed: the kernel gives no random bytes for a handshake nonce");
   }
   return nonce;
 }

@@ -1,11 +1,11 @@
 #include "grid/cube.hpp"
 
-#include <cassert>
+#include "base/check.hpp"
 
 namespace gridtrain::grid {
 
 Cube::Cube(int dims, int side) : dims_(dims), side_(side) {
-  assert(dims >= 1 && dims <= kMaxDims && side >= 0);
+  GRIDTRAIN_REQUIRE(dims >= 1 && dims <= kMaxDims && side >= 0);
   pow_.fill(0);
   pow_[0] = 1;
   for (int k = 1; k <= dims_; ++k) pow_[k] = pow_[k - 1] * static_cast<std::uint64_t>(side_);

@@ -1,8 +1,9 @@
 #include "grid/layer_choice.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <numeric>
+
+#include "base/check.hpp"
 
 namespace gridtrain::grid {
 
@@ -17,7 +18,7 @@ bool has_consecutive_pair(const std::vector<char>& whole) {
 LayerChoice choose_layers(const std::vector<std::uint64_t>& held, std::uint64_t whole, bool with_partial,
                           bool need_pair) {
   const std::size_t s = held.size();
-  assert(whole + (with_partial ? 1 : 0) <= s);
+  GRIDTRAIN_REQUIRE(whole + (with_partial ? 1 : 0) <= s);
   std::vector<std::size_t> order(s);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return held[a] > held[b]; });

@@ -1,11 +1,12 @@
 #include "grid/layout.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 
+#include "base/check.hpp"
 #include "grid/layer_choice.hpp"
 
 // Why the layout is built this way:
@@ -192,12 +193,12 @@ Layout::Layout(int fixed_dims, int max_line)
       lines_(empty_lines(cube_)) {}
 
 Layout Layout::fixed(int dims) {
-  assert(dims >= 1 && dims <= kMaxDims);
+  GRIDTRAIN_REQUIRE(dims >= 1 && dims <= kMaxDims);
   return Layout(dims, 0);
 }
 
 Layout Layout::automatic(int max_line) {
-  assert(max_line >= 2);
+  GRIDTRAIN_REQUIRE(max_line >= 2);
   return Layout(0, max_line);
 }
 
@@ -217,7 +218,7 @@ std::vector<Layout::Placement>::const_iterator Layout::find(NodeId node) const {
 
 std::uint64_t Layout::cell_of(NodeId node) const {
   const auto it = find(node);
-  assert(it != cell_of_.end());
+  GRIDTRAIN_REQUIRE(it != cell_of_.end());
   return it->second;
 }
 
@@ -308,7 +309,7 @@ std::string Layout::off_policy(std::uint64_t n) const {
 // ---- add and remove -------------------------------------------------------------------------------------------
 
 LayoutDelta Layout::add(NodeId node) {
-  assert(node != kNoNode && !contains(node));
+  GRIDTRAIN_REQUIRE(node != kNoNode && !contains(node));
   const std::uint64_t n = cell_of_.size() + 1;
   const Shape target = shape_for(n);
   const bool full = cell_of_.size() == cube_.cells();
@@ -333,7 +334,7 @@ LayoutDelta Layout::add(NodeId node) {
 
 LayoutDelta Layout::remove(NodeId node) {
   const auto it = cell_of_.begin() + (find(node) - cell_of_.cbegin());
-  assert(it != cell_of_.end());
+  GRIDTRAIN_REQUIRE(it != cell_of_.end());
   const std::uint64_t hole = it->second;
   const std::uint64_t n = cell_of_.size() - 1;
   const Shape target = shape_for(n);
@@ -348,11 +349,12 @@ LayoutDelta Layout::remove(NodeId node) {
   change.touch(hole);
   // Chosen before the hole opens: the hole's layer is whole exactly when the partial layer is another one.
   const int hole_layer = cube_.layer(hole);
-  const int from = partial_ >= 0 ? (partial_ != hole_layer ? partial_ : -1) : refill_layer(hole);
-  const std::uint64_t source = from >= 0 ? mover_cell(hole, from) : hole;
+  const std::optional<int> from =
+      partial_ >= 0 ? (partial_ != hole_layer ? std::optional<int>(partial_) : std::nullopt) : refill_layer(hole);
+  const std::uint64_t source = from ? mover_cell(hole, *from) : hole;
   vacate(hole);
   cell_of_.erase(it);
-  if (from >= 0) {
+  if (from) {
     change.touch(source);
     const NodeId mover = cell_node_[source];
     vacate(source);
@@ -384,28 +386,28 @@ std::uint64_t Layout::join_cell() const {
   for (int t = 0; t < cube_.side(); ++t) {
     if (layer_count_[t] == 0) return cube_.layer_cell(t, 0);
   }
-  assert(false && "join_cell on a full cube");
+  precondition_violated("join_cell on a full cube");
   return 0;
 }
 
 // With no partial layer, a leave makes the hole's whole layer the partial one, unless that layer is in every
-// consecutive pair of whole layers: then the layer returned (-1: none) gives a node to fill the hole and becomes
+// consecutive pair of whole layers: then the layer returned (if any) gives a node to fill the hole and becomes
 // partial instead. It is one that no pair needs; the lowest whose node on the hole's lines masters nothing, if any.
-int Layout::refill_layer(std::uint64_t hole) const {
+std::optional<int> Layout::refill_layer(std::uint64_t hole) const {
   const int s = cube_.side();
-  if (cube_.dims() == 1 || s < 3) return -1;
+  if (cube_.dims() == 1 || s < 3) return std::nullopt;
   const std::uint64_t per = cube_.lines_per_dim();
   const auto whole = [&](int t) { return layer_count_[static_cast<std::size_t>((t + s) % s)] == per; };
   int pairs = 0;
   for (int t = 0; t < s; ++t) pairs += whole(t) && whole(t + 1) ? 1 : 0;
   const auto pairs_without = [&](int t) { return pairs - (whole(t - 1) ? 1 : 0) - (whole(t + 1) ? 1 : 0); };
   const int hole_layer = cube_.layer(hole);
-  if (pairs_without(hole_layer) > 0) return -1;
-  int first = -1;
+  if (pairs_without(hole_layer) > 0) return std::nullopt;
+  std::optional<int> first;
   for (int t = 0; t < s; ++t) {
     if (t == hole_layer || !whole(t) || pairs_without(t) <= 0) continue;
     if (!masters_any(mover_cell(hole, t))) return t;
-    if (first < 0) first = t;
+    if (!first) first = t;
   }
   return first;
 }
@@ -432,7 +434,7 @@ std::uint64_t Layout::mover_cell(std::uint64_t hole, int from) const {
     const std::uint64_t cell = cube_.layer_cell(from, pos);
     if (cell_node_[cell] != kNoNode) return cell;
   }
-  assert(false && "mover_cell from an empty layer");
+  precondition_violated("mover_cell from an empty layer");
   return 0;
 }
 
@@ -566,7 +568,7 @@ LayoutDelta Layout::reshape(Shape shape, NodeId added) {
     delta.moved.push_back(stay.node);
   }
   if (added != kNoNode) place(added, *next_free++);
-  assert(next_free == free_cells.end());
+  GRIDTRAIN_REQUIRE(next_free == free_cells.end());
   partial_ = partial;  // placing layer by layer left count_layer's running guess behind
   std::sort(delta.moved.begin(), delta.moved.end());
 
@@ -612,32 +614,33 @@ LayoutSnapshot Layout::snapshot() const {
   return snap;
 }
 
-std::string Layout::restore(const LayoutSnapshot& snap, Layout& out) {
-  if (snap.fixed_dims < 0 || snap.fixed_dims > kMaxDims) return "fixed_dims out of range";
-  if (snap.fixed_dims == 0 && snap.max_line < 2) return "automatic layout with max_line < 2";
-  if (snap.dims < 1 || snap.dims > kMaxDims) return "dims out of range";
-  if (snap.fixed_dims != 0 && snap.dims > snap.fixed_dims) return "more dims than fixed_dims";
+Result<Layout> Layout::restore(const LayoutSnapshot& snap) {
+  const auto invalid = [](std::string why) { return Error{.source = "layout snapshot", .message = std::move(why)}; };
+  if (snap.fixed_dims < 0 || snap.fixed_dims > kMaxDims) return invalid("fixed_dims out of range");
+  if (snap.fixed_dims == 0 && snap.max_line < 2) return invalid("automatic layout with max_line < 2");
+  if (snap.dims < 1 || snap.dims > kMaxDims) return invalid("dims out of range");
+  if (snap.fixed_dims != 0 && snap.dims > snap.fixed_dims) return invalid("more dims than fixed_dims");
   if (snap.side < 0 || power(static_cast<std::uint64_t>(snap.side), snap.dims) < snap.placements.size()) {
-    return "side too small for the placements";
+    return invalid("side too small for the placements");
   }
   // Before the cube is allocated: a cube (d >= 2) holds about as many cells as nodes.
-  if (snap.dims >= 2 && !valid(snap.dims, snap.side, snap.placements.size())) return "shape not valid for n";
+  if (snap.dims >= 2 && !valid(snap.dims, snap.side, snap.placements.size())) return invalid("shape not valid for n");
   Layout layout(snap.fixed_dims, snap.max_line);
   layout.cube_ = Cube(snap.dims, snap.side);
   layout.cell_node_.assign(layout.cube_.cells(), kNoNode);
   layout.layer_count_.assign(static_cast<std::size_t>(snap.side), 0);
   for (const auto& [node, x] : snap.placements) {
     if (node == kNoNode || (!layout.cell_of_.empty() && layout.cell_of_.back().first >= node)) {
-      return "node " + std::to_string(node) + " invalid, repeated or out of order";
+      return invalid("node " + std::to_string(node) + " invalid, repeated or out of order");
     }
-    if (x.size() != static_cast<std::size_t>(snap.dims)) return "node " + std::to_string(node) + " coords size";
+    if (x.size() != static_cast<std::size_t>(snap.dims)) return invalid("node " + std::to_string(node) + " coords size");
     Coords c{};
     for (int k = 0; k < snap.dims; ++k) {
-      if (x[k] < 0 || x[k] >= snap.side) return "node " + std::to_string(node) + " outside the cube";
+      if (x[k] < 0 || x[k] >= snap.side) return invalid("node " + std::to_string(node) + " outside the cube");
       c[k] = x[k];
     }
     const std::uint64_t cell = layout.cube_.cell(c);
-    if (layout.cell_node_[cell] != kNoNode) return "node " + std::to_string(node) + " shares a cell";
+    if (layout.cell_node_[cell] != kNoNode) return invalid("node " + std::to_string(node) + " shares a cell");
     layout.cell_node_[cell] = node;
     layout.cell_of_.emplace_back(node, cell);
     ++layout.layer_count_[layout.cube_.layer(c)];
@@ -645,24 +648,23 @@ std::string Layout::restore(const LayoutSnapshot& snap, Layout& out) {
   for (int t = 0; t < snap.side; ++t) {
     const std::uint64_t count = layout.layer_count_[t];
     if (count == 0 || count == layout.cube_.lines_per_dim()) continue;
-    if (layout.partial_ >= 0) return "more than one partial layer";
+    if (layout.partial_ >= 0) return invalid("more than one partial layer");
     layout.partial_ = t;
   }
   layout.lines_ = empty_lines(layout.cube_);
   for (const auto& [id, master] : snap.masters) {
-    if (id.dim < 0 || id.dim >= snap.dims || id.index >= layout.cube_.lines_per_dim()) return "master of no line";
+    if (id.dim < 0 || id.dim >= snap.dims || id.index >= layout.cube_.lines_per_dim()) return invalid("master of no line");
     layout.lines_[id.dim][id.index].master = master;
   }
   for (auto& dim : layout.lines_) {
     for (LineState& line : dim) {
       const NodeId claimed = line.master;
       layout.refresh(line);
-      if (claimed != line.master) return "line master missing or not a member of its line";
+      if (claimed != line.master) return invalid("line master missing or not a member of its line");
     }
   }
-  if (std::string why = layout.check_invariants(); !why.empty()) return why;
-  out = std::move(layout);
-  return "";
+  if (std::string why = layout.check_invariants(); !why.empty()) return invalid(why);
+  return layout;
 }
 
 std::string Layout::check_invariants() const {

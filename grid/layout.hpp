@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/result.hpp"
 #include "grid/cube.hpp"
 
 namespace gridtrain::grid {
@@ -84,9 +86,8 @@ class Layout {
   // shape connects n nodes (small max_line, small n), connectivity wins: fewer dimensions, longer lines. Changing
   // dimensions moves everyone. REQUIRES: max_line >= 2.
   static Layout automatic(int max_line);
-  // Rebuilds what snapshot() described: returns "" and sets `out`, or says why the snapshot is not a valid
-  // layout and leaves `out` alone.
-  static std::string restore(const LayoutSnapshot& snapshot, Layout& out);
+  // Rebuilds what snapshot() described, or says why the snapshot is not a valid layout.
+  static Result<Layout> restore(const LayoutSnapshot& snapshot);
 
   // REQUIRES: !contains(node), node != kNoNode.
   LayoutDelta add(NodeId node);
@@ -130,7 +131,7 @@ class Layout {
   std::string off_policy(std::uint64_t n) const;
   Shape shape_for(std::uint64_t n) const;
   std::uint64_t join_cell() const;
-  int refill_layer(std::uint64_t hole) const;
+  std::optional<int> refill_layer(std::uint64_t hole) const;
   std::uint64_t mover_cell(std::uint64_t hole, int from) const;
   bool masters_any(std::uint64_t cell) const;
   void place(NodeId node, std::uint64_t cell);

@@ -1,10 +1,11 @@
 #include "grid/mixing.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+
+#include "base/check.hpp"
 
 namespace gridtrain::grid {
 namespace {
@@ -36,7 +37,7 @@ std::vector<Lines> index_lines(const Layout& layout) {
 }  // namespace
 
 Mixing rounds_to_mean(const Layout& layout, std::vector<double> values, double tolerance, int max_rounds) {
-  assert(values.size() == layout.size() && tolerance > 0 && max_rounds >= 0);
+  GRIDTRAIN_REQUIRE(values.size() == layout.size() && tolerance > 0 && max_rounds >= 0);
   Mixing result;
   if (values.size() < 2) {
     result.reached = true;

@@ -2,7 +2,7 @@
 
 #include <cblas.h>
 
-#include <cassert>
+#include "base/check.hpp"
 
 namespace gridtrain::learner {
 
@@ -12,14 +12,14 @@ thread_local GemmRecorder* recorder = nullptr;
 
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
           int ldb, float beta, float* c, int ldc) {
-  assert(m >= 1 && n >= 1 && k >= 1);
+  GRIDTRAIN_REQUIRE(m >= 1 && n >= 1 && k >= 1);
   if (recorder) recorder->shapes_.push_back({trans_a, trans_b, m, n, k});
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha,
               a, lda, b, ldb, beta, c, ldc);
 }
 
 GemmRecorder::GemmRecorder() {
-  assert(recorder == nullptr);
+  GRIDTRAIN_REQUIRE(recorder == nullptr);
   recorder = this;
 }
 

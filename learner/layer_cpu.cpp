@@ -1,7 +1,6 @@
 #include "learner/layer_cpu.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -277,7 +276,7 @@ class SoftmaxCrossEntropy final : public Loss {
       const float inv = static_cast<float>(1.0 / sum);
       for (int k = 0; k < classes_; ++k) p[k] *= inv;
       const std::int32_t label = labels[n];
-      assert(label >= 0 && label < classes_);
+      GRIDTRAIN_REQUIRE(label >= 0 && label < classes_);
       total += std::log(sum) - (double(z[label]) - max);  // -log softmax(z)[label]
       r.correct += top == label;
     }

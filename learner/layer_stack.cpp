@@ -1,7 +1,8 @@
 #include "learner/layer_stack.hpp"
 
 #include <algorithm>
-#include <cassert>
+
+#include "base/check.hpp"
 
 namespace gridtrain::learner {
 
@@ -9,7 +10,7 @@ using config::LayerType;
 
 LayerStack::LayerStack(const Model& model, Backend& backend, int max_batch)
     : model_(model), backend_(backend), max_batch_(max_batch), labels_(static_cast<std::size_t>(max_batch)) {
-  assert(max_batch >= 1);
+  GRIDTRAIN_REQUIRE(max_batch >= 1);
   const auto& shapes = model_.layers();
   const std::size_t batch = static_cast<std::size_t>(max_batch);
   std::size_t floats = model_.input_floats() * batch;
@@ -48,9 +49,9 @@ LayerGrads LayerStack::grads_of(const LayerShape& layer) {
 }
 
 void LayerStack::start_forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels) {
-  assert(batch >= 1 && batch <= max_batch_);
-  assert(inputs.size() == model_.input_floats() * static_cast<std::size_t>(batch));
-  assert(labels.size() == static_cast<std::size_t>(batch));
+  GRIDTRAIN_REQUIRE(batch >= 1 && batch <= max_batch_);
+  GRIDTRAIN_REQUIRE(inputs.size() == model_.input_floats() * static_cast<std::size_t>(batch));
+  GRIDTRAIN_REQUIRE(labels.size() == static_cast<std::size_t>(batch));
   backend_.upload(inputs, acts_.data());
   const auto& shapes = model_.layers();
   const std::size_t last = shapes.size() - 1;  // the loss
@@ -64,7 +65,7 @@ void LayerStack::start_forward(int batch, std::span<const float> inputs, std::sp
 }
 
 void LayerStack::backward() {
-  assert(batch_ >= 1);
+  GRIDTRAIN_REQUIRE(batch_ >= 1);
   const auto& shapes = model_.layers();
   const std::size_t last = shapes.size() - 1;
   loss_->backward(batch_, labels_.data(), dacts_.data() + act_offset_[last]);

@@ -1,10 +1,10 @@
 #include "learner/optimizer.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <numbers>
 
+#include "base/check.hpp"
 #include "learner/layer_cpu_loop.hpp"
 
 namespace gridtrain::learner {
@@ -68,7 +68,7 @@ double Optimizer::schedule_rate(double epoch) const {
 }
 
 void Optimizer::apply(std::size_t t, std::span<float> param, std::span<const float> grad, double learning_rate) {
-  assert(param.size() == grad.size() && param.size() == offsets_[t + 1] - offsets_[t]);
+  GRIDTRAIN_REQUIRE(param.size() == grad.size() && param.size() == offsets_[t + 1] - offsets_[t]);
   const float eta = static_cast<float>(learning_rate);
   const float decay = static_cast<float>(config_.weight_decay);
   if (velocity_.empty())

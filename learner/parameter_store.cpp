@@ -1,7 +1,6 @@
 #include "learner/parameter_store.hpp"
 
 #include <algorithm>
-#include <cassert>
 #include <string>
 
 #include "base/check.hpp"
@@ -59,7 +58,7 @@ ParameterStore::ParameterStore(std::vector<TensorSpec> specs, UpdateMode mode)
 }
 
 void ParameterStore::fetch(std::span<float> out) const {
-  assert(out.size() == size());
+  GRIDTRAIN_REQUIRE(out.size() == size());
   fetch_range(0, out);
 }
 
@@ -71,13 +70,13 @@ void ParameterStore::copy_model(std::size_t from, std::size_t to, float* into) c
 }
 
 void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const {
-  assert(begin + out.size() <= size());
+  GRIDTRAIN_REQUIRE(begin + out.size() <= size());
   visit_range(begin, begin + out.size(),
               [&](std::size_t, std::size_t from, std::size_t to) { copy_model(from, to, out.data() + (from - begin)); });
 }
 
 void ParameterStore::fetch_range_with_outer(std::size_t begin, std::span<float> out, std::span<float> outer) {
-  assert(outer.size() == out.size() && begin + out.size() <= size());
+  GRIDTRAIN_REQUIRE(outer.size() == out.size() && begin + out.size() <= size());
   make_outer();
   visit_range(begin, begin + out.size(), [&](std::size_t i, std::size_t from, std::size_t to) {
     if (!outer_ready_[i]) start_outer(i);
@@ -94,7 +93,7 @@ std::size_t ParameterStore::last_tensor_before(std::size_t end) const {
 }
 
 void ParameterStore::assign(std::span<const float> in) {
-  assert(in.size() == size());
+  GRIDTRAIN_REQUIRE(in.size() == size());
   reset_outer();  // the outer state belonged to the model this one replaces
   if (mode_ == UpdateMode::in_place) {
     update_each([&](std::size_t offset, std::span<float> t) {
@@ -131,7 +130,7 @@ void ParameterStore::reset_outer() {
 }
 
 void ParameterStore::outer_state(std::span<float> outer, std::span<float> velocity) const {
-  assert(outer.size() == size() && velocity.size() == size());
+  GRIDTRAIN_REQUIRE(outer.size() == size() && velocity.size() == size());
   const bool made = has_outer();
   visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
     const auto first = static_cast<std::ptrdiff_t>(from), last = static_cast<std::ptrdiff_t>(to);
@@ -146,7 +145,7 @@ void ParameterStore::outer_state(std::span<float> outer, std::span<float> veloci
 }
 
 void ParameterStore::set_outer_state(std::span<const float> outer, std::span<const float> velocity) {
-  assert(outer.size() == size() && velocity.size() == size());
+  GRIDTRAIN_REQUIRE(outer.size() == size() && velocity.size() == size());
   make_outer();
   visit_range(0, size(), [&](std::size_t i, std::size_t from, std::size_t to) {
     std::copy(outer.begin() + static_cast<std::ptrdiff_t>(from), outer.begin() + static_cast<std::ptrdiff_t>(to),
@@ -196,7 +195,7 @@ std::size_t ParameterStore::apply_deferred() {
 }
 
 std::vector<ParameterStore::Range> ParameterStore::take_deferred(std::span<float> out) {
-  assert(out.size() == size());
+  GRIDTRAIN_REQUIRE(out.size() == size());
   std::vector<Range> taken;  // in reverse tensor order as drained; merged where adjacent
   drain_pending("take_deferred", [&](std::size_t i) {
     const Tensor& t = tensors_[i];
@@ -221,7 +220,7 @@ std::vector<ParameterStore::Range> ParameterStore::take_deferred(std::span<float
 
 void ParameterStore::update_mirror(std::span<const float> in) {
   require_mode(UpdateMode::deferred, "update_mirror");
-  assert(in.size() == size());
+  GRIDTRAIN_REQUIRE(in.size() == size());
   visit_range(0, size(), [&](std::size_t, std::size_t from, std::size_t to) {
     std::copy(in.begin() + static_cast<std::ptrdiff_t>(from), in.begin() + static_cast<std::ptrdiff_t>(to),
               arena_.begin() + static_cast<std::ptrdiff_t>(from));

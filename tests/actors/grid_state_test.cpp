@@ -16,10 +16,9 @@ using namespace gridtrain::actors;
 grid::Layout restored(const LayoutState& state) {
   auto snapshot = layout_snapshot(state);
   REQUIRE_OK(snapshot);
-  grid::Layout layout = grid::Layout::fixed(1);
-  const std::string why = grid::Layout::restore(snapshot.value(), layout);
-  REQUIRE_MESSAGE(why.empty(), why);
-  return layout;
+  auto layout = grid::Layout::restore(snapshot.value());
+  REQUIRE_OK(layout);
+  return std::move(layout).value();
 }
 
 // The members of the lines a change restarted hold the new state at once; the others fetch it with their next
@@ -126,8 +125,7 @@ TEST_CASE("a layout state whose sizes do not fit each other is refused before an
   shared.coords = {0, 0, 0, 0};
   auto snapshot = layout_snapshot(shared);
   REQUIRE_OK(snapshot);
-  grid::Layout layout = grid::Layout::fixed(1);
-  CHECK_FALSE(grid::Layout::restore(snapshot.value(), layout).empty());
+  CHECK_FALSE(grid::Layout::restore(snapshot.value()).ok());
 }
 
 }  // namespace gridtrain::testing

@@ -370,8 +370,9 @@ TEST_CASE("a restored snapshot is the same layout and answers later operations t
   LayoutChecker checker(layout);
   for (NodeId node = 1; node <= 40; ++node) add(checker, node);
   for (NodeId node = 2; node <= 40; node += 3) remove(checker, node);
-  Layout copy = Layout::fixed(1);
-  REQUIRE(Layout::restore(layout.snapshot(), copy).empty());
+  auto restored = Layout::restore(layout.snapshot());
+  REQUIRE(restored.ok());
+  Layout copy = std::move(restored).value();
   CHECK(copy.snapshot() == layout.snapshot());
   for (NodeId node = 1; node <= 40; node += 3) {
     const LayoutDelta a = layout.remove(node);
@@ -385,18 +386,17 @@ TEST_CASE("a restored snapshot is the same layout and answers later operations t
 
 TEST_CASE("restore refuses a snapshot that is not a valid layout") {
   const Layout layout = grown(7);  // 1 (0,0), 2 (1,1), 3 (2,2), 4 (0,1), 5 (1,2), 6 (2,0), 7 (0,2)
-  Layout out = Layout::fixed(2);
   LayoutSnapshot shared = layout.snapshot();
   shared.placements[1].second = shared.placements[0].second;
-  CHECK_FALSE(Layout::restore(shared, out).empty());
+  CHECK_FALSE(Layout::restore(shared).ok());
 
   LayoutSnapshot unbalanced = layout.snapshot();
   unbalanced.placements[0].second = {2, 1};  // row x1 = 1 would hold 3 while row x1 = 0 holds 1
-  CHECK_FALSE(Layout::restore(unbalanced, out).empty());
+  CHECK_FALSE(Layout::restore(unbalanced).ok());
 
   LayoutSnapshot stranger = layout.snapshot();
   stranger.masters[0].second = 99;
-  CHECK_FALSE(Layout::restore(stranger, out).empty());
+  CHECK_FALSE(Layout::restore(stranger).ok());
 
   // Balanced, but the whole layers 0 and 2 of side 4 are not consecutive: the lines split the nodes in two (the
   // partial layer's two nodes join only some of them).
@@ -414,7 +414,9 @@ TEST_CASE("restore refuses a snapshot that is not a valid layout") {
     }
   }
   split.masters.assign(lowest.begin(), lowest.end());
-  const std::string why = Layout::restore(split, out);
+  const auto refused = Layout::restore(split);
+  REQUIRE_FALSE(refused.ok());
+  const std::string why = refused.error().message;
   CHECK_MESSAGE(why.find("consecutive") != std::string::npos, why);
 
   // fixed(2) keeps 8 nodes on 3 x 3, which is steady there: one line of all is not its layout.
@@ -422,6 +424,5 @@ TEST_CASE("restore refuses a snapshot that is not a valid layout") {
   for (NodeId node = 1; node <= 8; ++node) line.add(node);
   LayoutSnapshot flat = line.snapshot();
   flat.fixed_dims = 2;
-  CHECK_FALSE(Layout::restore(flat, out).empty());
-  CHECK(out.size() == 0);  // untouched by the failed restores
+  CHECK_FALSE(Layout::restore(flat).ok());
 }
