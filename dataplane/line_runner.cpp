@@ -434,13 +434,8 @@ void LineRunner::skip_absent(std::uint32_t i) {
   if (patience_.any_silent()) {
     const auto silent = patience_.silent_peers();
     // Our block's chunks that wait only for silent peers: reduced now, so that our means go to the peers that wait
-    // for them (each of them does the same with its block). Our values are copied out just before, as for any
-    // reduce.
-    const allreduce::Partition& part = round.partition();
-    for (std::uint32_t c = part.first_chunk(round.self()); c < part.first_chunk(round.self() + 1); ++c)
-      if (round.reduces_without(c, silent)) fetch(i, c);
-    send_all(i, round.reduce_without(silent));
-    complete_if_done(i);
+    // for them (each of them does the same with its block).
+    reduce_block_without(i, silent);
     if (slot.done) return;
     // Nothing left but silent peers' parts: the round completes on its quorum now, not at its deadline.
     if (round.waits_only_on(silent)) {
@@ -469,16 +464,21 @@ void LineRunner::skip_absent(std::uint32_t i) {
   cut_late(i);
 }
 
-void LineRunner::cut_late(std::uint32_t i) {
-  Slot& slot = slots_[i];
-  allreduce::Round& round = *slot.round;
-  const auto late = patience_.late_peers();
+void LineRunner::reduce_block_without(std::uint32_t i, std::span<const std::uint8_t> absent) {
+  allreduce::Round& round = *slots_[i].round;
+  // Our values are copied out just before, as for any reduce.
   const allreduce::Partition& part = round.partition();
   for (std::uint32_t c = part.first_chunk(round.self()); c < part.first_chunk(round.self() + 1); ++c)
-    if (round.reduces_without(c, late)) fetch(i, c);
-  send_all(i, round.reduce_without(late));
+    if (round.reduces_without(c, absent)) fetch(i, c);
+  send_all(i, round.reduce_without(absent));
   complete_if_done(i);
-  if (slot.done || !round.waits_only_on(late)) return;
+}
+
+void LineRunner::cut_late(std::uint32_t i) {
+  Slot& slot = slots_[i];
+  const auto late = patience_.late_peers();
+  reduce_block_without(i, late);
+  if (slot.done || !slot.round->waits_only_on(late)) return;
   ++counters_.late_cut;
   force_complete(i);
 }

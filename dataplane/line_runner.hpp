@@ -245,6 +245,9 @@ class LineRunner {
   // passes its deadline now rather than waiting for it; one whose only missing parts are late or silent peers'
   // starts its probe (a RoundEvent waiting), and passes its deadline when deadline() finds the probe over.
   void skip_absent(std::uint32_t slot);
+  // Reduces each chunk of our block that waits only on `absent` peers' contributions, sends its mean, and
+  // completes the round if that was all it waited for.
+  void reduce_block_without(std::uint32_t slot, std::span<const std::uint8_t> absent);
   // The round's probe is over: our block's chunks that wait only on late peers are reduced without them, and the
   // round completes if it waits only on them.
   void cut_late(std::uint32_t slot);

@@ -403,10 +403,9 @@ TEST_CASE("a peer silent for two rounds is not waited for; the first of its fram
 
 TEST_CASE("a peer that holds its rounds up is late: waited for only a probe, then fully again once it keeps up") {
   Line line(3, 6, timeout_half());
-  // Delivers every frame but those from node 30, which wait `late` first (node 30 itself hears everything).
-  auto round_with_30_late = [&](std::uint64_t r, std::chrono::milliseconds late) {
-    for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
-    std::deque<Frame> from_30;
+  // Delivers every frame on the wire but those from node 30, which it holds back (node 30 itself hears everything).
+  std::deque<Frame> from_30;
+  auto deliver_holding_30 = [&] {
     while (!line.wire.frames.empty()) {
       Frame f = std::move(line.wire.frames.front());
       line.wire.frames.pop_front();
@@ -415,6 +414,12 @@ TEST_CASE("a peer that holds its rounds up is late: waited for only a probe, the
       else
         line.deliver(f);
     }
+  };
+  // Node 30's frames of round r come `late` after the others'.
+  auto round_with_30_late = [&](std::uint64_t r, std::chrono::milliseconds late) {
+    for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
+    from_30.clear();
+    deliver_holding_30();
     std::this_thread::sleep_for(late);
     for (auto& f : from_30) line.wire.frames.push_back(std::move(f));
     line.deliver_all();
@@ -428,16 +433,9 @@ TEST_CASE("a peer that holds its rounds up is late: waited for only a probe, the
   // Now node 30 is late: once the round waits only on it, the round asks for a probe far shorter than its 20 ms
   // deadline, and completes without node 30 when the probe is over, node 30's frames still on their way.
   for (std::uint32_t i = 0; i < 3; ++i) line.nodes[i]->runner->start_round(line.key(r));
-  std::deque<Frame> from_30;
+  from_30.clear();
   const std::size_t events_before = line.nodes[0]->events.size();
-  while (!line.wire.frames.empty()) {
-    Frame f = std::move(line.wire.frames.front());
-    line.wire.frames.pop_front();
-    if (f.from == 30)
-      from_30.push_back(std::move(f));
-    else
-      line.deliver(f);
-  }
+  deliver_holding_30();
   REQUIRE(line.nodes[0]->events.size() == events_before + 1);
   CHECK(line.nodes[0]->events.back().kind == RoundEvent::Kind::waiting);
   CHECK(line.nodes[0]->events.back().wait_ms < 20);
@@ -446,14 +444,7 @@ TEST_CASE("a peer that holds its rounds up is late: waited for only a probe, the
   // The probe's timer, as the actors would send it: each of nodes 10 and 20 reduces its block without node 30.
   std::this_thread::sleep_for(std::chrono::milliseconds(line.nodes[0]->events.back().wait_ms + 1));
   for (std::uint32_t i = 0; i < 2; ++i) line.nodes[i]->runner->deadline(line.key(r));
-  while (!line.wire.frames.empty()) {
-    Frame f = std::move(line.wire.frames.front());
-    line.wire.frames.pop_front();
-    if (f.from == 30)
-      from_30.push_back(std::move(f));
-    else
-      line.deliver(f);
-  }
+  deliver_holding_30();
   CHECK(line.nodes[0]->done() == 6);
   CHECK(line.nodes[1]->done() == 6);
   CHECK(line.nodes[0]->counters.late_cut.load() == 1);
