@@ -23,6 +23,10 @@ void PeerPatience::update_late(std::uint32_t peer) {
 }
 
 void PeerPatience::round_timed(std::span<const std::int64_t> done_us, std::int64_t ended_us) {
+  if (rounds_timed_ < kJudgedAfter) {  // a line's first rounds: not counted
+    ++rounds_timed_;
+    return;
+  }
   const std::uint32_t n = std::min<std::uint32_t>(peers(), static_cast<std::uint32_t>(done_us.size()));
   // The two latest timed peers heard: a peer's "others" are the latest of them that is not itself.
   std::int64_t latest = -1, second = -1;
@@ -36,10 +40,6 @@ void PeerPatience::round_timed(std::span<const std::int64_t> done_us, std::int64
     } else if (done_us[q] > second) {
       second = done_us[q];
     }
-  }
-  if (rounds_timed_ < kJudgedAfter) {  // a line's first rounds: not counted
-    ++rounds_timed_;
-    return;
   }
   time_us_ = time_us_ * kKeep + static_cast<double>(std::max<std::int64_t>(ended_us, 0));
   for (std::uint32_t q = 0; q < peers(); ++q) {
@@ -74,13 +74,6 @@ void PeerPatience::heard(std::uint32_t peer) {
   if (peer >= peers()) return;
   unheard_[peer] = 0;
   set_silent(peer, false);
-}
-
-bool PeerPatience::only_silent_unheard(std::span<const std::uint8_t> heard) const {
-  if (!any_silent()) return false;
-  for (std::uint32_t q = 0; q < peers() && q < heard.size(); ++q)
-    if (!heard[q] && !silent_[q]) return false;
-  return true;
 }
 
 void PeerPatience::round_done(std::span<const std::uint8_t> heard) {

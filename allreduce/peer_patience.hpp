@@ -73,9 +73,6 @@ class PeerPatience {
   // Per peer, 1 where it is silent.
   std::span<const std::uint8_t> silent_peers() const { return silent_; }
   bool any_silent() const { return silent_count_ > 0; }
-  // Whether some peer is silent and every peer not heard (heard[q] == 0) is: what is missing need not be waited for.
-  // REQUIRES: heard.size() == peers()
-  bool only_silent_unheard(std::span<const std::uint8_t> heard) const;
   // Rounds in a row that `peer` went unheard.
   std::uint32_t unheard_rounds(std::uint32_t peer) const { return unheard_[peer]; }
 

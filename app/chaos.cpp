@@ -15,7 +15,7 @@
 //                     --partitions: the nodes run in network namespaces of their own (app/net_lab.hpp), and
 //                     every other fault cuts the network instead, for --cut-seconds: one node from the rest, a
 //                     minority from a majority (holding the GridMaster's node every other time), two halves, in
-//                     turn. Each cut is watched (every node asked in turn, through the lab's observer): the time
+//                     turn. Each cut is watched (every node asked at once, through the lab's observer): the time
 //                     until the majority's nodes run rounds in a grid of their own, and that no two GridMasters
 //                     answer at once (split brain: one elected on the minority's side, or the old one going on
 //                     beside a new one); then the heal, and the time until every node runs rounds in one grid.

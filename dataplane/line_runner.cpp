@@ -98,9 +98,7 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
   if (slot.probe_end && !slot.round->complete()) {
     const auto now = std::chrono::steady_clock::now();
     if (now < *slot.probe_end) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*slot.probe_end - now).count();
-      on_event_(RoundEvent{RoundEvent::Kind::waiting, key, line_->self_index, 0,
-                           static_cast<std::uint32_t>(std::max<std::int64_t>(1, left))});
+      ask_deadline_in(key, *slot.probe_end - now);
       return;
     }
     cut_late(i);
@@ -110,13 +108,17 @@ void LineRunner::deadline(const allreduce::RoundKey& key) {
     const auto idle = std::chrono::steady_clock::now() - *last_landing_;
     const std::chrono::milliseconds timeout(line_->round.quorum_timeout_ms);
     if (idle < timeout) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(timeout - idle).count();
-      on_event_(RoundEvent{RoundEvent::Kind::waiting, key, line_->self_index, 0,
-                           static_cast<std::uint32_t>(std::max<std::int64_t>(1, left))});
+      ask_deadline_in(key, timeout - idle);
       return;
     }
   }
   force_complete(i);
+}
+
+void LineRunner::ask_deadline_in(const allreduce::RoundKey& key, std::chrono::steady_clock::duration after) {
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(after).count();
+  on_event_(RoundEvent{RoundEvent::Kind::waiting, key, line_->self_index, 0,
+                       static_cast<std::uint32_t>(std::max<std::int64_t>(1, ms))});
 }
 
 void LineRunner::time_missing_as_unheard(std::uint32_t i) {
@@ -456,8 +458,7 @@ void LineRunner::skip_absent(std::uint32_t i) {
         std::chrono::duration_cast<std::chrono::microseconds>(now - slot.started).count());
     slot.probe_end = now + std::chrono::microseconds(probe);
     ++counters_.late_probes;
-    on_event_(RoundEvent{RoundEvent::Kind::waiting, round.key(), line_->self_index, 0,
-                         static_cast<std::uint32_t>((probe + 999) / 1000)});
+    ask_deadline_in(round.key(), std::chrono::microseconds(probe));
     return;
   }
   if (now < *slot.probe_end) return;  // deadline() comes at its end

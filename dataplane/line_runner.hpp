@@ -245,6 +245,8 @@ class LineRunner {
   // passes its deadline now rather than waiting for it; one whose only missing parts are late or silent peers'
   // starts its probe (a RoundEvent waiting), and passes its deadline when deadline() finds the probe over.
   void skip_absent(std::uint32_t slot);
+  // Asks the actors for the round's deadline again `after` from now (a RoundEvent waiting; at least 1 ms).
+  void ask_deadline_in(const allreduce::RoundKey& key, std::chrono::steady_clock::duration after);
   // Reduces each chunk of our block that waits only on `absent` peers' contributions, sends its mean, and
   // completes the round if that was all it waited for.
   void reduce_block_without(std::uint32_t slot, std::span<const std::uint8_t> absent);
