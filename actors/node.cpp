@@ -732,7 +732,12 @@ void begin(Self self, std::string address) {
 caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   auto& s = self->state;
   s.setup = std::move(setup);
-  s.data = open_data_plane(self);
+  if (s.setup.data && s.setup.data_routes) {
+    s.data = std::move(s.setup.data);
+    s.data_routes = std::move(s.setup.data_routes);
+  } else {
+    s.data = open_data_plane(self);
+  }
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
         self->spawn<caf::linked>(dimension_node,

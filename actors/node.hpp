@@ -56,6 +56,10 @@ struct NodeSetup {
   std::shared_ptr<learner::ParameterStore> store;
   // The process's data plane: the node's lines' chunks travel there (its address goes into the Join).
   std::shared_ptr<dataplane::Service> data_plane;
+  // This node's endpoint there, opened by start_node so that its NodeHandle reads the rounds' counters directly,
+  // with the routes of its round events (filled with the DimensionNodes as they spawn). Null: the node opens its own.
+  std::shared_ptr<dataplane::Endpoint> data;
+  std::shared_ptr<std::vector<caf::actor>> data_routes;
   caf::actor seed_node;                 // join through this node actor, or else
   std::vector<config::Endpoint> seeds;  // through the first of these that is a member, or else bootstrap
   std::chrono::milliseconds report_interval{250};

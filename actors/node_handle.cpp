@@ -3,10 +3,12 @@
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 #include <set>
 
+#include "actors/dimension_node.hpp"
 #include "actors/gate.hpp"
 #include "actors/node.hpp"
 #include "actors/token_proof.hpp"
@@ -17,9 +19,11 @@ namespace gridtrain::actors {
 
 NodeHandle::NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port,
                        std::string address, std::shared_ptr<learner::ParameterStore> store,
-                       std::shared_future<JoinOutcome> outcome, std::shared_ptr<const Gate> gate)
+                       std::shared_future<JoinOutcome> outcome, std::shared_ptr<const Gate> gate,
+                       std::shared_ptr<const DataCounters> data_counters)
     : system_(&system), node_(std::move(node)), id_(id), port_(port), address_(std::move(address)),
-      store_(std::move(store)), outcome_(std::move(outcome)), gate_(std::move(gate)) {
+      store_(std::move(store)), outcome_(std::move(outcome)), gate_(std::move(gate)),
+      data_counters_(std::move(data_counters)) {
   // One attachable for the node's whole life, set when it ends (at once if it has ended already). wait_for() is
   // called ten times a second for as long as a node runs; a monitor per call would leave one attachable (and the
   // scoped actor it names) on the node actor each time, which CAF frees only when the node ends: about 590 bytes
@@ -45,6 +49,17 @@ void NodeHandle::wait() const { ended_.wait(); }
 
 bool NodeHandle::wait_for(std::chrono::milliseconds timeout) const {
   return ended_.wait_for(timeout) == std::future_status::ready;
+}
+
+std::uint64_t rounds_done(const DataCounters& counters) {
+  std::uint64_t rounds = 0;
+  for (const auto& c : counters) rounds += c.rounds_done.load(std::memory_order_relaxed);
+  return rounds;
+}
+
+bool averaging(const DataCounters& counters) {
+  return std::any_of(counters.begin(), counters.end(),
+                     [](const auto& c) { return c.line_peers.load(std::memory_order_relaxed) >= 2; });
 }
 
 NodeStats NodeHandle::stats() const {
@@ -119,11 +134,16 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   }
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
+  auto data_routes = std::make_shared<std::vector<caf::actor>>();
+  auto data = options.data_plane->add_endpoint(endpoint_setup(id, options.store, credentials.value().token, data_routes));
+  auto counters = data->shared_counters();
   NodeSetup setup{.config = options.config,
                   .node_id = id,
                   .credentials = credentials.value(),
                   .store = options.store,
                   .data_plane = options.data_plane,
+                  .data = std::move(data),
+                  .data_routes = std::move(data_routes),
                   .seed_node = options.seed_node,
                   .seeds = options.seeds,
                   .report_interval = options.report_interval,
@@ -152,8 +172,8 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
     address = config::Endpoint{listen.host, port}.to_string();
   }
   caf::anon_send(actor, begin_atom::value, address);
-  return NodeHandle{system, std::move(actor), id, port, std::move(address), std::move(options.store),
-                    std::move(decided), std::move(open_gate)};
+  return NodeHandle{system,           std::move(actor),   id, port, std::move(address), std::move(options.store),
+                    std::move(decided), std::move(open_gate), std::move(counters)};
 }
 
 Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen) {

@@ -59,12 +59,20 @@ struct NodeOptions {
   std::shared_ptr<learner::TrainingProgress> progress;
 };
 
+// The counters of a node's endpoint on the data plane, by dimension.
+using DataCounters = std::array<dataplane::DimensionCounters, dataplane::kMaxLineDims>;
+// Rounds completed, every dimension's.
+std::uint64_t rounds_done(const DataCounters& counters);
+// Whether some dimension has a line of at least two nodes now: the node averages (a node alone, or one that lost
+// its cluster, completes no rounds).
+bool averaging(const DataCounters& counters);
+
 // A started node. Copies refer to the same node. REQUIRES: the actor system outlives every use.
 class NodeHandle {
  public:
   NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port, std::string address,
              std::shared_ptr<learner::ParameterStore> store, std::shared_future<JoinOutcome> outcome,
-             std::shared_ptr<const Gate> gate = nullptr);
+             std::shared_ptr<const Gate> gate = nullptr, std::shared_ptr<const DataCounters> data_counters = nullptr);
 
   std::uint64_t id() const { return id_; }
   std::uint16_t port() const { return port_; }           // 0 when not listening
@@ -89,6 +97,12 @@ class NodeHandle {
 
   // The node's counters (rounds per dimension, drops); a default NodeStats if the node has ended.
   NodeStats stats() const;
+  // Its data plane endpoint's counters: read without a request, so cheap enough for every learner step, and kept
+  // after the node ended (its last counts). Null for a node whose handle was made elsewhere.
+  const std::shared_ptr<const DataCounters>& data_counters() const { return data_counters_; }
+  // Of those: rounds completed on the node's lines (0 without counters), and whether it averages now.
+  std::uint64_t rounds_done() const { return data_counters_ ? actors::rounds_done(*data_counters_) : 0; }
+  bool averaging() const { return data_counters_ && actors::averaging(*data_counters_); }
   // allreduce.every_steps: `rounds` more rounds for this node's LineMaster of `dim`, if it masters a line now or
   // later. Without NodeOptions::paced_by_every_steps there is no budget to raise, and this does nothing.
   void allow_rounds(std::uint32_t dim, std::uint64_t rounds) const;
@@ -118,6 +132,7 @@ class NodeHandle {
   std::shared_future<JoinOutcome> outcome_;
   std::shared_future<void> ended_;  // ready once the node actor has ended
   std::shared_ptr<const Gate> gate_;  // also held by the node actor, which closes it when it ends
+  std::shared_ptr<const DataCounters> data_counters_;  // its data plane endpoint's; null for a node started elsewhere
 };
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be

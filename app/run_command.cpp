@@ -128,8 +128,7 @@ void tell_cluster_size(const actors::NodeHandle& node, learner::Learner& learner
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
                                                 std::shared_ptr<dataplane::Service> data_plane,
-                                                telemetry::PrometheusMetrics* prometheus,
-                                                std::shared_ptr<const std::atomic<std::uint64_t>> rounds_done) {
+                                                telemetry::PrometheusMetrics* prometheus) {
   learner::TrainerSetup setup;
   setup.learner = training.learner;
   setup.test = std::move(training.test);
@@ -137,8 +136,13 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   setup.cpu_share = plan.config.allreduce.cpu_share;
   // Averaging runs on the data plane's thread: its CPU time is what averaging costs this node.
   if (data_plane) setup.averaging_cpu = [data_plane] { return data_plane->cpu_time(); };
-  // As serve()'s upkeep last read them (at most 500 ms ago): never a request from the training thread (run_steps.hpp).
-  setup.rounds = [rounds_done] { return rounds_done->load(std::memory_order_relaxed); };
+  // Read from the data plane's counters: never a request from the training thread, which a node busy with a
+  // failover would answer late (NodeHandle::stats() waits up to 10 s).
+  if (const auto counters = node.data_counters()) {
+    setup.rounds = [counters] { return actors::rounds_done(*counters); };
+    setup.averaging = [counters] { return actors::averaging(*counters); };
+  }
+  setup.staleness_bound = plan.config.allreduce.staleness_bound;
   // allreduce.every_steps or cpu_share: one more round for each of the node's lines when the trainer allows one.
   setup.on_every_steps = [node] {
     for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
@@ -173,10 +177,9 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
 
 // 8. Until training is done (a training node) or a signal comes (any node); then leave the cluster cleanly.
 int serve(const actors::NodeHandle& node, learner::Trainer* trainer, learner::Learner* learner,
-          telemetry::PrometheusMetrics* prometheus, std::chrono::milliseconds connection_timeout,
-          std::shared_ptr<std::atomic<std::uint64_t>> rounds_done) {
+          telemetry::PrometheusMetrics* prometheus, std::chrono::milliseconds connection_timeout) {
   constexpr auto kMembersEvery = std::chrono::milliseconds(500);
-  NodeUpkeep upkeep(node, prometheus, connection_timeout, std::move(rounds_done));
+  NodeUpkeep upkeep(node, prometheus, connection_timeout);
   auto members_read = std::chrono::steady_clock::now();
   while (!node.wait_for(std::chrono::milliseconds(100))) {
     upkeep.tick();
@@ -291,13 +294,10 @@ int run(const RunArgs& args) {
   if (!wait_for_members(node, args.wait_members, members_at_join, signalled))
     return fail(kInternal, "the node ended unexpectedly");
 
-  // The rounds done, read before training starts and then by serve()'s upkeep, for the trainer's τ.
-  auto rounds_done = std::make_shared<std::atomic<std::uint64_t>>(node.stats().total().rounds_done);
   std::unique_ptr<learner::Trainer> trainer;
-  if (training)
-    trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get(), rounds_done);
+  if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
   const int code = serve(node, trainer.get(), training ? training->learner.get() : nullptr, prometheus.value().get(),
-                         std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms), rounds_done);
+                         std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
   shutdown_limit.set_code(code);
   return code;
 }

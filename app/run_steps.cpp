@@ -225,32 +225,18 @@ bool wait_for_members(const actors::NodeHandle& node, int members, bool reached,
 }
 
 NodeUpkeep::NodeUpkeep(const actors::NodeHandle& node, telemetry::PrometheusMetrics* prometheus,
-                       std::chrono::milliseconds connection_timeout,
-                       std::shared_ptr<std::atomic<std::uint64_t>> rounds_done)
+                       std::chrono::milliseconds connection_timeout)
     : node_(node),
       prometheus_(prometheus),
-      rounds_done_(std::move(rounds_done)),
       scraped_(std::chrono::steady_clock::now()),
-      read_(scraped_),
       connection_timeout_(connection_timeout),
       last_(scraped_) {}
 
 void NodeUpkeep::tick() {
   const auto now = std::chrono::steady_clock::now();
-  const bool scrape = prometheus_ && now - scraped_ > std::chrono::seconds(1);
-  const bool read = rounds_done_ && now - read_ >= std::chrono::milliseconds(500);
-  if (scrape || read) {
-    const actors::NodeStats stats = node_.stats();
-    if (scrape) {
-      prometheus_->update(stats);
-      scraped_ = now;
-    }
-    if (rounds_done_) {
-      // Never backwards: a node that ended answers a default NodeStats.
-      const std::uint64_t rounds = stats.total().rounds_done;
-      if (rounds > rounds_done_->load(std::memory_order_relaxed)) rounds_done_->store(rounds, std::memory_order_relaxed);
-      read_ = now;
-    }
+  if (prometheus_ && now - scraped_ > std::chrono::seconds(1)) {
+    prometheus_->update(node_.stats());
+    scraped_ = now;
   }
   if (now - last_ > connection_timeout_) trim_at_ = now + 3 * connection_timeout_;
   last_ = now;

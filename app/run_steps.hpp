@@ -69,23 +69,17 @@ bool wait_for_members(const actors::NodeHandle& node, int members, bool reached,
                       const std::function<bool()>& stopping);
 
 // 8. The upkeep of a running node, called every 100 ms or so from its host's loop: the node's counters to the
-// Prometheus endpoint once a second, its rounds done into `rounds_done` (when given) every half second, and after a
-// stall, the memory its backlog took given back to the system. The trainer reads its rounds (for τ) from
-// `rounds_done`: asked of the node from the training thread (NodeHandle::stats(), a request that every
-// DimensionNode answers, with a 10 s timeout) they held the training while a node busy with a failover answered.
+// Prometheus endpoint once a second, and after a stall, the memory its backlog took given back to the system.
 class NodeUpkeep {
  public:
   NodeUpkeep(const actors::NodeHandle& node, telemetry::PrometheusMetrics* prometheus,
-             std::chrono::milliseconds connection_timeout,
-             std::shared_ptr<std::atomic<std::uint64_t>> rounds_done = nullptr);
+             std::chrono::milliseconds connection_timeout);
   void tick();
 
  private:
   actors::NodeHandle node_;
   telemetry::PrometheusMetrics* prometheus_;
-  std::shared_ptr<std::atomic<std::uint64_t>> rounds_done_;
   std::chrono::steady_clock::time_point scraped_;
-  std::chrono::steady_clock::time_point read_;
   // After a stall: a process that was stopped (SIGSTOP, a frozen VM) wakes to what its peers sent meanwhile, read
   // and dropped in a burst. glibc keeps what the burst freed in its per-thread arenas, so each stall raised a
   // long-lived node's resident memory by up to 2.4 MB for good (a 30-minute chaos run: +5.9%, 45 MB free in the

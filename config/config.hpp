@@ -68,6 +68,9 @@ struct AllreduceConfig : allreduce::RoundConfig {
   // A line restarted within 5 times this many ms of its last restart (a burst of joins) runs no round until it has
   // been unchanged this long (actors/line_master.hpp, "Settling"); 0 = never hold.
   int line_settle_ms = 0;
+  // n > 0: the learner goes at most n steps past the last round its lines completed, then waits for one
+  // (learner/trainer.hpp, "Bounded staleness"); 0: it never waits.
+  int staleness_bound = 0;
 
   bool operator==(const AllreduceConfig&) const = default;
 };

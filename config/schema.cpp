@@ -458,6 +458,9 @@ Schema::Schema() {
           "with every_steps 0: averaging may use this share of the learner's time; 1 = rounds back to back"));
   add(key(FIELD(allreduce, line_settle_ms), IntCodec{IntRange{0, 60000}}, 200,
           "a line restarted again within 5 times this runs no round until it is this long unchanged; 0 = never wait"));
+  add(key(FIELD(allreduce, staleness_bound), IntCodec{at_least(0)}, 0,
+          "a training node that is this many learner steps past the last round its lines completed waits for one "
+          "(10 s at most); 0 = never waits: the learner runs at its own speed whatever the links"));
 
   add(key(FIELD(learner, kind), EnumCodec<LearnerKind>{}, LearnerKind::model,
           "model: train; probe: no training, allreduce probe_floats floats (a cluster health check); external: "

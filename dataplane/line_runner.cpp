@@ -56,6 +56,7 @@ bool LineRunner::start_line(LineSpec spec) {
   for (Slot& slot : slots_) slot.reshape = true;
   ++generation_;
   slots_.resize(line_->rounds_in_flight);
+  counters_.line_peers.store(static_cast<std::uint32_t>(line_->peers.size()), std::memory_order_relaxed);
   return true;
 }
 
@@ -64,6 +65,7 @@ void LineRunner::drop_line(std::optional<Version> older_than) {
   if (older_than && Version{line_->epoch, line_->layout_version} >= *older_than) return;
   abandon_all();
   line_.reset();
+  counters_.line_peers.store(0, std::memory_order_relaxed);
   for (Slot& slot : slots_) slot.reshape = true;  // kept for the next line (a node that lost its cluster rejoins)
   ++generation_;
 }

@@ -142,6 +142,7 @@ struct DimensionCounters {
   std::atomic<std::uint64_t> bytes_sent{0};         // payload bytes
   std::atomic<std::uint64_t> bytes_received{0};     // payload bytes that counted
   std::atomic<std::uint64_t> frames_unsent{0};      // dropped before they were written: retired, or no link
+  std::atomic<std::uint32_t> line_peers{0};         // nodes of the line now, this one included; 0 without a line
 };
 
 // Where the payload of a frame whose header was read goes.

@@ -99,7 +99,11 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
 
   Service::Impl& service;
   EndpointSetup setup;
-  std::array<DimensionCounters, kMaxLineDims> counters;
+  // Their own allocation: a reader on another thread (Endpoint::shared_counters) may hold them after the endpoint
+  // and its service are gone.
+  std::shared_ptr<std::array<DimensionCounters, kMaxLineDims>> shared_counters =
+      std::make_shared<std::array<DimensionCounters, kMaxLineDims>>();
+  std::array<DimensionCounters, kMaxLineDims>& counters = *shared_counters;
   std::array<std::unique_ptr<LineRunner>, kMaxLineDims> runners;
   // By peer and stream: a peer that this node dials has ServiceOptions::streams of them; one that dials this node
   // as many as its hello says; one in this process, stream 0 alone.
@@ -896,6 +900,10 @@ void Endpoint::deadline(const allreduce::RoundKey& key) {
 }
 
 const DimensionCounters& Endpoint::counters(std::uint32_t dim) const { return state_->counters[dim]; }
+
+std::shared_ptr<const std::array<DimensionCounters, kMaxLineDims>> Endpoint::shared_counters() const {
+  return state_->shared_counters;
+}
 
 std::uint32_t Endpoint::unreachable_peers() const { return state_->unreachable.load(); }
 

@@ -28,6 +28,7 @@
 
 #include <time.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -106,6 +107,9 @@ class Endpoint {
   void deadline(const allreduce::RoundKey& key);
   // What dimension `dim` counted so far. REQUIRES: dim < kMaxLineDims.
   const DimensionCounters& counters(std::uint32_t dim) const;
+  // Every dimension's counters, for other threads to read (they are atomics) without asking the node's actors: held
+  // by the reader, they outlive the endpoint.
+  std::shared_ptr<const std::array<DimensionCounters, kMaxLineDims>> shared_counters() const;
   // The connections and frames refused so far, by kind.
   LinkRefusals refusals() const;
   // The line peers this node dials and has not reached for ServiceOptions::unreachable_warning, now.

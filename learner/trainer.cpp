@@ -100,7 +100,9 @@ void Trainer::run() {
   std::uint64_t epoch_rounds = setup_.rounds ? setup_.rounds() : 0;
   double loss_sum = 0;
   int loss_steps = 0;
+  std::chrono::nanoseconds waited{0};
   bool reported = false;
+  StalenessBound bound(setup_.staleness_bound, setup_.rounds, setup_.averaging);
   RoundPacing pacing(setup_.every_steps, setup_.cpu_share, setup_.averaging_cpu);
   const bool paced = pacing.active() && setup_.on_every_steps;
   auto step_start = clock::now();
@@ -116,6 +118,16 @@ void Trainer::run() {
       const auto stepped_at = clock::now();
       if (pacing.after_step(l.steps(), stepped_at - step_start)) setup_.on_every_steps();
       step_start = stepped_at;
+    }
+    if (bound.reached(l.steps())) {
+      // Where the learner paces the rounds, the line may be waiting for this node's allowance.
+      if (setup_.on_every_steps) setup_.on_every_steps();
+      const std::uint64_t gave_up = bound.gave_up();
+      waited += bound.wait(l.steps(), [this] { return stop_.load(); });
+      if (bound.gave_up() > gave_up && gave_up == 0 && !stop_.load())
+        spdlog::warn("no round completed within {} s of reaching allreduce.staleness_bound ({} steps): training "
+                     "goes on for another {} steps before it waits again (said once)",
+                     kMaxStalenessWait.count(), setup_.staleness_bound, setup_.staleness_bound);
     }
     if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) {
       if (Status written = write_checkpoint(); !written) return finish(written);
@@ -139,6 +151,7 @@ void Trainer::run() {
     r.test_loss = eval.loss;
     r.test_accuracy = eval.accuracy;
     r.rounds = setup_.rounds ? setup_.rounds() : 0;
+    r.waited_s = std::chrono::duration<double>(waited).count();
     std::uint64_t new_rounds = r.rounds - std::min(r.rounds, epoch_rounds);
     r.tau = new_rounds ? static_cast<double>(l.steps() - epoch_steps) / static_cast<double>(new_rounds)
                        : std::numeric_limits<double>::infinity();
@@ -155,6 +168,7 @@ void Trainer::run() {
     epoch_rounds = r.rounds;
     loss_sum = 0;
     loss_steps = 0;
+    waited = {};
   }
   // Stopped mid-epoch, or resumed already done: the final accuracy is the current model's.
   if (!reported || stop_.load()) {

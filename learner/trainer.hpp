@@ -11,6 +11,10 @@
 // gives the averaging's CPU time). With n = 0 and f = 1 rounds run back to back and `on_every_steps` is never
 // called.
 //
+// Bounded staleness (allreduce.staleness_bound = s > 0): the learner goes at most s steps past the last round
+// completed on the node's lines; there it allows one more round (on_every_steps) and waits for one
+// (learner/staleness_bound.hpp).
+//
 // τ (tau): learner steps per completed elastic update over the epoch, counting the rounds of every dimension
 // (each completed round updates the whole model once). Infinite (printed "inf") when no round completed.
 //
@@ -33,6 +37,7 @@
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"
 #include "learner/round_pacing.hpp"
+#include "learner/staleness_bound.hpp"
 #include "learner/training_progress.hpp"
 
 namespace gridtrain::learner {
@@ -47,6 +52,7 @@ struct EpochReport {
   double test_accuracy = 0;
   double tau = 0;             // steps per completed elastic update, over this epoch
   std::uint64_t rounds = 0;   // elastic updates completed, in all
+  double waited_s = 0;        // spent waiting for a round at the staleness bound, over this epoch
 };
 
 struct TrainerSetup {
@@ -56,6 +62,8 @@ struct TrainerSetup {
   double cpu_share = 0;   // allreduce.cpu_share: used with every_steps = 0 when in (0, 1) and averaging_cpu is set
   std::function<std::chrono::nanoseconds()> averaging_cpu;  // the node's averaging CPU time in all; may be empty
   std::function<std::uint64_t()> rounds;       // elastic updates completed so far; empty = none
+  int staleness_bound = 0;                     // allreduce.staleness_bound: see above; needs rounds and averaging
+  std::function<bool()> averaging;             // whether the node has a line with a peer now; empty = never
   std::function<void()> on_every_steps;        // one more round may start (see above); may be empty
   std::function<void(const EpochReport&)> on_epoch;  // called on the training thread; may be empty
   std::shared_ptr<TrainingProgress> progress;  // kept up to date for the Node's reports; may be null
@@ -101,6 +109,7 @@ class Trainer {
   std::atomic<std::uint64_t> checkpoint_failures_{0};
   FailureStreak checkpoint_streak_{std::chrono::minutes(1)};  // the training thread's: what to log of the failures
   Status status_;  // written by the thread before done_; read after it
+
 };
 
 }  // namespace gridtrain::learner

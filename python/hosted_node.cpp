@@ -96,6 +96,10 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
   pacing_.emplace(allreduce.every_steps, allreduce.cpu_share,
                   data_plane ? std::function<std::chrono::nanoseconds()>([data_plane] { return data_plane->cpu_time(); })
                              : std::function<std::chrono::nanoseconds()>());
+  // The counters, not the handle: the lambdas outlive close(), and with it the node's actor system.
+  if (const auto counters = node.data_counters())
+    staleness_.emplace(allreduce.staleness_bound, [counters] { return actors::rounds_done(*counters); },
+                       [counters] { return actors::averaging(*counters); });
   joined_at_ = last_step_ = Clock::now();
   epoch_marks_ = {};
   std::lock_guard<std::mutex> hold(close_mutex_);
@@ -104,7 +108,7 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
     throw Failure(app::kInternal, "the node was closed as it joined");
   }
   refresh(node);
-  rounds_done_->store(node.stats().total().rounds_done, std::memory_order_relaxed);
+  epoch_marks_.rounds = node.rounds_done();
   {
     std::lock_guard<std::mutex> set(node_mutex_);
     node_ = node;
@@ -153,8 +157,23 @@ std::string HostedNode::address() const {
 
 bool HostedNode::step(std::uint64_t samples) {
   const ReleaseThread release;
-  // Uncontended but for a close() from another thread, which this waits for and then refuses.
-  std::lock_guard<std::mutex> not_closing(close_mutex_);
+  bool allowed = false;
+  bool at_bound = false;
+  {
+    // Uncontended but for a close() from another thread, which this waits for and then refuses.
+    std::lock_guard<std::mutex> not_closing(close_mutex_);
+    allowed = count_step(samples);
+    at_bound = staleness_ && staleness_->reached(steps_);
+    if (at_bound && !allowed)  // the line may be waiting for this node's allowance
+      if (const auto node = handle())
+        for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node->allow_rounds(d, 1);
+  }
+  // Outside the lock: a close() from another thread ends the wait, rather than waiting for it.
+  if (at_bound) epoch_marks_.waited += staleness_->wait(steps_, [this] { return closing_.load() || ended_.load(); });
+  return allowed;
+}
+
+bool HostedNode::count_step(std::uint64_t samples) {
   if (closing_.load()) throw Failure(app::kInternal, "the node was closed: it no longer averages");
   if (ended_.load()) throw Failure(app::kInternal, "the node ended unexpectedly: it no longer averages");
   const auto node = handle();
@@ -193,9 +212,10 @@ learner::EpochReport HostedNode::report_epoch(const EpochFigures& figures) {
   r.loss = figures.loss;
   r.test_loss = figures.test_loss;
   r.test_accuracy = figures.test_accuracy;
-  // As the upkeep last read them (at most 500 ms ago): asking the node here would hold the training loop for as
-  // long as a node busy with a failover takes to answer.
-  r.rounds = rounds_done_->load(std::memory_order_relaxed);
+  // From the data plane's counters: asking the node here would hold the training loop for as long as a node busy
+  // with a failover takes to answer.
+  r.rounds = node->rounds_done();
+  r.waited_s = std::chrono::duration<double>(epoch_marks_.waited).count();
   const std::uint64_t rounds = r.rounds - std::min(r.rounds, epoch_marks_.rounds);
   r.tau = rounds ? static_cast<double>(steps_ - epoch_marks_.steps) / static_cast<double>(rounds)
                  : std::numeric_limits<double>::infinity();
@@ -226,8 +246,7 @@ std::string HostedNode::grid_json() const {
 }
 
 void HostedNode::upkeep_loop(const actors::NodeHandle& node) {
-  app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms),
-                         rounds_done_);
+  app::NodeUpkeep upkeep(node, prometheus_.get(), std::chrono::milliseconds(plan_.config.cluster.connection_timeout_ms));
   auto refreshed = Clock::now();
   while (!node.wait_for(kUpkeepEvery)) {
     if (closing_.load()) return;

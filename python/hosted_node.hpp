@@ -35,6 +35,7 @@
 #include "app/run_steps.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/round_pacing.hpp"
+#include "learner/staleness_bound.hpp"
 #include "learner/training_progress.hpp"
 #include "telemetry/epoch_log.hpp"
 #include "telemetry/prometheus_metrics.hpp"
@@ -122,14 +123,15 @@ class HostedNode {
   std::string address() const;       // "" before join()
 
   // The host's optimizer took one more step over `samples` samples: counts them for the node's reports and
-  // allows the lines one more round when the pacing says so (true then). Throws Failure (1) once the node has
+  // allows the lines one more round when the pacing says so (true then). With allreduce.staleness_bound set, a
+  // step that reaches it waits for a round (learner/staleness_bound.hpp), the GIL released. Throws Failure (1) once the node has
   // ended without close() (it was stopped from outside, or failed), so that a training loop does not run on alone
   // believing it averages. REQUIRES: joined().
   bool step(std::uint64_t samples);
 
   // One epoch's figures: the `epoch` event (its progress line or JSON fields), the metrics CSV row
   // (metrics.csv), the Prometheus gauges and the test accuracy of the node's reports (gridnode status). The node
-  // adds samples, samples/s, τ and rounds since the last report (rounds as read at most 500 ms ago). Never waits on
+  // adds samples, samples/s, τ and rounds since the last report (read from the data plane's counters). Never waits on
   // the cluster. REQUIRES: joined().
   learner::EpochReport report_epoch(const EpochFigures& figures);
 
@@ -149,6 +151,8 @@ class HostedNode {
   void close();
 
  private:
+  // step() under close_mutex_: the counts and the pacing's allowance.
+  bool count_step(std::uint64_t samples);
   void upkeep_loop(const actors::NodeHandle& node);
   // Reads the node's members into the cache (the upkeep's thread, and join()); the upkeep reads its rounds.
   void refresh(const actors::NodeHandle& node);
@@ -166,6 +170,7 @@ class HostedNode {
   int wait_members_ = 0;
   bool members_at_join_ = true;  // the cluster had wait_members_ members as this node joined
   std::optional<learner::RoundPacing> pacing_;
+  std::optional<learner::StalenessBound> staleness_;  // the host's thread only, as the steps
 
   // The host's steps, and the last epoch report's marks (the host's thread only).
   using Clock = std::chrono::steady_clock;
@@ -179,12 +184,11 @@ class HostedNode {
     std::uint64_t trained_samples = 0;  // samples trained on by then
     std::uint64_t steps = 0;           // at the last report
     std::uint64_t rounds = 0;
+    std::chrono::nanoseconds waited{0};  // at the staleness bound, since the last report
   } epoch_marks_;
 
   mutable std::mutex cache_mutex_;
   std::vector<std::uint64_t> members_;  // under cache_mutex_: the node's members, ascending
-  // The node's rounds done, as the upkeep (app::NodeUpkeep) last read them.
-  std::shared_ptr<std::atomic<std::uint64_t>> rounds_done_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 
   std::atomic<bool> closing_{false};
   std::atomic<bool> ended_{false};  // the node ended before close()

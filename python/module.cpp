@@ -255,6 +255,7 @@ Exported through the buffer protocol (writable): torch.frombuffer(model, dtype=t
             out["test_accuracy"] = r.test_accuracy;
             out["tau"] = r.tau;
             out["rounds"] = r.rounds;
+            out["waited_s"] = r.waited_s;
             return out;
           },
           py::arg("epoch"), py::arg("loss") = 0.0, py::arg("test_loss") = 0.0, py::arg("test_accuracy") = -1.0)

@@ -22,7 +22,14 @@ std::string progress_line(const learner::EpochReport& r) {
                 "epoch %d samples %llu samples_per_s %.0f loss %.4f test_accuracy %.4f tau %s rounds %llu", r.epoch,
                 static_cast<unsigned long long>(r.samples), r.samples_per_s, r.loss, r.test_accuracy, tau,
                 static_cast<unsigned long long>(r.rounds));
-  return line;
+  std::string out = line;
+  // Only where the learner waited (allreduce.staleness_bound): the line stays as it was for everyone else.
+  if (r.waited_s > 0) {
+    char waited[48];
+    std::snprintf(waited, sizeof waited, " waited_s %.2f", r.waited_s);
+    out += waited;
+  }
+  return out;
 }
 
 std::string csv_row(const std::string& node, const learner::EpochReport& r) {
@@ -81,7 +88,8 @@ nlohmann::json epoch_fields(const learner::EpochReport& r) {
           {"loss", r.loss},
           {"test_accuracy", r.test_accuracy},
           {"tau", std::isfinite(r.tau) ? nlohmann::json(r.tau) : nlohmann::json()},
-          {"rounds", r.rounds}};
+          {"rounds", r.rounds},
+          {"waited_s", r.waited_s}};
 }
 
 }  // namespace gridtrain::telemetry

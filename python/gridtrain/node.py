@@ -154,7 +154,7 @@ class Node:
     def report_epoch(self, epoch, loss=0.0, test_loss=0.0, test_accuracy=-1.0):
         """Reports an epoch as gridnode does: its `epoch` line (or JSON event), a metrics.csv row, the Prometheus
         gauges, and the test accuracy `gridnode status` shows. Returns the report (samples, samples_per_s, tau,
-        rounds added by the node)."""
+        rounds and waited_s added by the node)."""
         return self._core.report_epoch(int(epoch), float(loss), float(test_loss), float(test_accuracy))
 
     # Joining, for the averagers ---------------------------------------------------------------------------------

@@ -186,9 +186,10 @@ class ElasticAverager:
 
     def step(self, samples=0):
         """After optimizer.step(): applies the pulls of the rounds finished since the last call, and lets the
-        node's lines run more rounds as its pacing says. Never waits on the network. `samples`: how many samples
-        this step trained on (for the node's reports: `gridnode status`, metrics.csv). Raises gridtrain.NodeError
-        once the node has left or ended: a loop that goes on would no longer average."""
+        node's lines run more rounds as its pacing says. Never waits on the network, unless
+        allreduce.staleness_bound is set: then a step at the bound waits for a round (docs/design.md). `samples`:
+        how many samples this step trained on (for the node's reports: `gridnode status`, metrics.csv). Raises
+        gridtrain.NodeError once the node has left or ended: a loop that goes on would no longer average."""
         if self._first.data_ptr() != self._first_ptr:
             raise RuntimeError("the model's parameters were replaced after the averager was made (model.to(), "
                                "load_state_dict(assign=...)?): make the averager after the model is in place")

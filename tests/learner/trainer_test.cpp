@@ -145,6 +145,42 @@ TEST_CASE("a trainer paced by CPU share allows rounds while averaging stays with
   CHECK(allowed_in_run(0.05, 4, std::chrono::hours(1)) == 3);        // every_steps wins over the share
 }
 
+// allreduce.staleness_bound through a whole run: here a round completes as soon as the trainer allows one, so each
+// wait is short; what counts is where the trainer waits, and that it allows a round before it does.
+TEST_CASE("a trainer with a staleness bound allows a round and waits for it every bound steps, and not when alone") {
+  auto run = [](int bound, bool peers) {
+    auto config = mlp_config();
+    config.epochs = 2;
+    TrainerSetup setup;
+    setup.learner = must_create(config, blobs(96));  // 12 steps
+    setup.test = blobs(60, 8, 3, 7);
+    setup.cpu_share = 1;  // not paced: rounds back to back, and no allowance but the bound's
+    auto rounds = std::make_shared<std::uint64_t>(0);
+    auto allowed = std::make_shared<int>(0);
+    setup.rounds = [rounds] { return *rounds; };
+    setup.averaging = [peers] { return peers; };
+    setup.on_every_steps = [rounds, allowed] {
+      ++*allowed;
+      ++*rounds;
+    };
+    setup.staleness_bound = bound;
+    std::vector<EpochReport> reports;
+    setup.on_epoch = [&](const EpochReport& r) { reports.push_back(r); };
+    Trainer trainer(std::move(setup));
+    trainer.start();
+    trainer.join();
+    REQUIRE(trainer.status().ok());
+    REQUIRE(reports.size() == 2);
+    return std::pair{*allowed, reports[0].waited_s + reports[1].waited_s};
+  };
+  // The first step sees the count; steps 4, 7 and 10 are 3 past the last round, and wait for one.
+  const auto [allowed, waited_s] = run(3, true);
+  CHECK(allowed == 3);
+  CHECK(waited_s > 0);
+  CHECK(run(3, false) == std::pair{0, 0.0});  // a node without a line with a peer never waits
+  CHECK(run(0, true) == std::pair{0, 0.0});   // the default never waits
+}
+
 // The node waits for allowances exactly when the trainer gives them (app/run_command.cpp asks the same question).
 TEST_CASE("a trainer paces rounds by every_steps, or by a CPU share below 1 only with a clock to pace by") {
   CHECK(gridtrain::learner::paces_rounds(4, 1.0, false));

@@ -3,6 +3,7 @@ mirror, checkpoints of the averager, and what misuse raises. Two real nodes (eac
 plane and TCP ports on loopback) average between them here."""
 
 import os
+import threading
 import time
 
 import torch
@@ -67,6 +68,50 @@ class FrontEndTest(TestCase):
             self.assertEqual(nodes.A.steps, nodes.A.samples)
         finally:
             nodes.close()
+
+    def test_a_staleness_bound_holds_each_step_past_it_until_a_round_completes_and_never_a_node_alone(self):
+        # every_steps far beyond the test: the pacing allows no round, so rounds start only at the bound.
+        bound = {"allreduce.staleness_bound": 1, "allreduce.every_steps": 1000000}
+        alone = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=bound)
+        try:
+            averager = gridtrain.torch.ElasticAverager(alone, linear())
+            for _ in range(50):
+                averager.step(samples=1)
+            self.assertEqual(alone.report_epoch(1)["waited_s"], 0.0)  # nothing to wait for
+        finally:
+            alone.close()
+        a = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=bound)
+        A = gridtrain.torch.ElasticAverager(a, linear())  # joins: a.address is known from here
+        b = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0, overrides=bound)
+        stop = threading.Event()
+
+        def b_trains(averager):
+            try:
+                while not stop.is_set():
+                    averager.step(samples=1)
+            except gridtrain.NodeError:
+                pass  # closed under it
+
+        b_thread = None
+        try:
+            b_thread = threading.Thread(target=b_trains, args=(gridtrain.torch.ElasticAverager(b, linear()),))
+            b_thread.start()
+            deadline = time.monotonic() + 30
+            while a.stats()["rounds_done"] == 0 and time.monotonic() < deadline:  # the line is up
+                A.step(samples=1)
+            start = a.stats()["rounds_done"]
+            self.assertGreater(start, 0)
+            for _ in range(20):
+                A.step(samples=1)
+            # Each step saw a round complete since the one before, or waited for one; none would run without.
+            self.assertGreaterEqual(a.stats()["rounds_done"] - start, 10)
+            self.assertGreater(a.report_epoch(1)["waited_s"], 0.0)
+        finally:
+            stop.set()
+            b.close()  # ends a wait of b's thread
+            if b_thread:
+                b_thread.join()
+            a.close()
 
     def test_a_joiner_starts_from_its_peers_parameters_before_its_first_step(self):
         a = gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0)

@@ -24,6 +24,15 @@ TEST_CASE("the progress line and the CSV row carry every field, in a stable orde
   CHECK(csv_row("n1", r).find(",0.87500,,40") != std::string::npos);
 }
 
+TEST_CASE("a learner that waited at its staleness bound says how long, at the end of the line; the CSV is unchanged") {
+  learner::EpochReport r{.epoch = 3, .samples = 4500, .time_s = 12.5, .samples_per_s = 1500, .loss = 0.25,
+                        .test_loss = 0.3, .test_accuracy = 0.875, .tau = 2.5, .rounds = 40, .waited_s = 1.25};
+  CHECK(progress_line(r) ==
+        "epoch 3 samples 4500 samples_per_s 1500 loss 0.2500 test_accuracy 0.8750 tau 2.50 rounds 40 waited_s 1.25");
+  CHECK(csv_row("n1", r) == "12.500,n1,3,4500,1500.0,0.25000,0.87500,2.500,40");
+  CHECK(epoch_fields(r)["waited_s"] == 1.25);
+}
+
 TEST_CASE("a metrics CSV gets its header once, and a row per epoch, readable while the node runs") {
   const auto path = std::filesystem::temp_directory_path() / ("gridtrain-csv-" + std::to_string(::getpid()) + ".csv");
   const learner::EpochReport r{.epoch = 1, .samples = 10, .time_s = 1, .test_accuracy = 0.5, .tau = 1, .rounds = 2};
