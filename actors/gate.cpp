@@ -31,6 +31,7 @@
 #include "dataplane/admission.hpp"
 #include "dataplane/handshake.hpp"
 #include "dataplane/tls.hpp"
+#include "dataplane/tls_async.hpp"
 
 namespace gridtrain::actors {
 

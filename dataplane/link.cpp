@@ -56,7 +56,7 @@ void Link::enqueue(const FrameHeader& header, std::span<const std::byte> payload
     std::vector<std::byte> copy(payload.begin(), payload.end());
     ++c.frames_sent;
     c.bytes_sent += payload.size();
-    asio::post(endpoint.service.service.context(),
+    asio::post(endpoint.service.io,
                [target = std::weak_ptr<EndpointState>(target), from = endpoint.setup.node_id, header,
                 copy = std::move(copy)]() mutable {
                  if (auto t = target.lock()) t->deliver_local(from, header, std::move(copy));
@@ -187,15 +187,15 @@ void Link::dial() {
     return;
   }
   state = State::connecting;
-  auto resolver = std::make_shared<tcp::resolver>(endpoint.service.service.context());
+  auto resolver = std::make_shared<tcp::resolver>(endpoint.service.io);
   resolver->async_resolve(
       parts.value().first, std::to_string(parts.value().second),
       [self = shared_from_this(), resolver, g = generation](std::error_code e, tcp::resolver::results_type results) {
         if (self->generation != g || self->state != State::connecting) return;
         if (e) return self->fail("cannot resolve its data address: " + e.message());
-        auto s = std::make_shared<tcp::socket>(self->endpoint.service.service.context());
+        auto s = std::make_shared<tcp::socket>(self->endpoint.service.io);
         // A firewall that drops the SYNs would hold the connect for the kernel's two minutes of retries.
-        auto deadline = std::make_shared<asio::steady_timer>(self->endpoint.service.service.context());
+        auto deadline = std::make_shared<asio::steady_timer>(self->endpoint.service.io);
         deadline->expires_after(kHandshakeTimeout);
         deadline->async_wait([s](std::error_code e) {
           if (!e) s->close();
@@ -280,7 +280,7 @@ void Link::pump_write() {
     }
   }
   if (!queue.empty())  // the burst is over: let the other links run, then go on
-    asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
+    asio::post(endpoint.service.io, [self = shared_from_this(), g = generation] {
       if (self->generation == g) self->pump_write();
     });
 }
@@ -411,7 +411,7 @@ void Link::pump_read() {
       if (LineRunner* runner = endpoint.runner(current.key.dim)) runner->landed(current, landing, staged);
     }
   }
-  asio::post(endpoint.service.service.context(), [self = shared_from_this(), g = generation] {
+  asio::post(endpoint.service.io, [self = shared_from_this(), g = generation] {
     if (self->generation == g) self->pump_read();
   });
 }

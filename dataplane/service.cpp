@@ -52,7 +52,7 @@ Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
     std::error_code e;
     const auto host = asio::ip::make_address(o.host, e);
     if (e) return Error{.message = "data plane: cannot listen on " + o.host + ": not an IP address"};
-    tcp::acceptor acceptor(service->io_);
+    tcp::acceptor acceptor(service->impl_->io);
     const tcp::endpoint at(host, o.port);
     acceptor.open(at.protocol(), e);
     if (!e) acceptor.set_option(tcp::acceptor::reuse_address(true), e);
@@ -66,18 +66,22 @@ Result<std::shared_ptr<Service>> Service::start(ServiceOptions options) {
     service->impl_->acceptor.emplace(std::move(acceptor));
     service->impl_->accept();
   }
-  service->work_.emplace(asio::make_work_guard(service->io_));
+  service->impl_->work.emplace(asio::make_work_guard(service->impl_->io));
   if (o.own_thread) {
     // The thread runs until stop() (the work guard), so its clock is valid from here until stop() replaces it by
-    // its last reading. The thread touches nothing of the Service after io_.run(): a Service destroyed on its own
+    // its last reading. The thread touches nothing of the Service after io.run(): a Service destroyed on its own
     // thread (stop()'s detach) is gone by then.
-    service->thread_ = std::thread([s = service.get()] { s->io_.run(); });
+    service->thread_ = std::thread([s = service.get()] { s->impl_->io.run(); });
     clockid_t id;
     std::lock_guard<std::mutex> hold(service->cpu_mutex_);
     if (pthread_getcpuclockid(service->thread_.native_handle(), &id) == 0) service->cpu_clock_ = id;
   }
   return service;
 }
+
+std::size_t Service::poll_one() { return impl_->io.poll_one(); }
+
+void Service::post(std::function<void()> work) { asio::post(impl_->io, std::move(work)); }
 
 std::chrono::nanoseconds Service::cpu_time() const {
   std::lock_guard<std::mutex> hold(cpu_mutex_);
@@ -87,36 +91,36 @@ std::chrono::nanoseconds Service::cpu_time() const {
 Service::~Service() { stop(); }
 
 void Service::stop() {
-  if (!work_) return;
+  if (!impl_->work) return;
   {
     // While the thread surely runs (the work guard holds it): once it has ended its clock may name another thread.
     std::lock_guard<std::mutex> hold(cpu_mutex_);
     if (cpu_clock_) cpu_final_ = thread_cpu(*cpu_clock_);
     cpu_clock_.reset();
   }
-  asio::post(io_, [this] {
+  asio::post(impl_->io, [this] {
     impl_->stopped = true;
     if (impl_->acceptor) impl_->acceptor->close();
     for (auto& [id, weak] : std::map(impl_->endpoints))
       if (auto e = weak.lock()) e->close();
     // Handshakes under way and their timers are abandoned: their sockets close with the io_context.
-    io_.stop();
+    impl_->io.stop();
   });
-  work_.reset();
+  impl_->work.reset();
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     thread_.join();
   } else {
     // Polled by its owner (or, defensively, stopped from one of its own handlers): run what is left here, up to
     // the posted stop.
-    io_.restart();
-    io_.run();
+    impl_->io.restart();
+    impl_->io.run();
     if (thread_.joinable()) thread_.detach();
   }
 }
 
 std::unique_ptr<Endpoint> Service::add_endpoint(EndpointSetup setup) {
   auto state = std::make_shared<EndpointState>(*impl_, std::move(setup));
-  asio::post(io_, [impl = impl_.get(), state] {
+  asio::post(impl_->io, [impl = impl_.get(), state] {
     if (!impl->stopped) impl->endpoints[state->setup.node_id] = state;
   });
   return std::make_unique<Endpoint>(shared_from_this(), std::move(state));

@@ -24,14 +24,13 @@
 //
 // Endpoint's calls are thread-safe: they post work to the service's thread, which calls on_event.
 
-#include <asio.hpp>
-
 #include <time.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -147,17 +146,19 @@ class Service : public std::enable_shared_from_this<Service> {
   static constexpr std::size_t kMaxPendingPerAddress = 16;  // a dialer opens up to kMaxStreams at once
   std::unique_ptr<Endpoint> add_endpoint(EndpointSetup setup);
   // Without a thread of its own: runs at most one ready handler; returns how many ran (0 or 1).
-  std::size_t poll_one() { return io_.poll_one(); }
+  std::size_t poll_one();
+  // Runs `work` on the service's thread (tests; the endpoints post their calls the same way).
+  void post(std::function<void()> work);
   // Stops the thread and closes every connection; endpoints do nothing after this.
   void stop();
   // The CPU time (user and system) its thread has used, in all: what averaging costs this process (every frame's
   // socket copies, fetches, reductions and updates run there). 0 without a thread of its own. Any thread.
   std::chrono::nanoseconds cpu_time() const;
 
-  asio::io_context& context() { return io_; }
   const ServiceOptions& options() const { return options_; }
 
-  // The service's own state, used by its links and endpoints (service.cpp).
+  // The service's own state, its Asio context among it, used by its links and endpoints
+  // (dataplane/service_internals.hpp): no Asio in this header.
   struct Impl;
   Impl& impl() { return *impl_; }
 
@@ -165,8 +166,6 @@ class Service : public std::enable_shared_from_this<Service> {
   explicit Service(ServiceOptions options);
 
   ServiceOptions options_;
-  asio::io_context io_;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   std::unique_ptr<Impl> impl_;
   std::string address_;
   std::atomic<std::uint64_t> handshakes_overflowed_{0};

@@ -26,6 +26,7 @@
 #include "dataplane/admission.hpp"
 #include "dataplane/service.hpp"
 #include "dataplane/tls.hpp"
+#include "dataplane/tls_async.hpp"
 
 namespace gridtrain::dataplane {
 
@@ -95,6 +96,10 @@ struct EndpointState : std::enable_shared_from_this<EndpointState>, Outbox {
 
 // The service's state (service.cpp): its acceptor, the process's endpoints, the admission of handshakes.
 struct Service::Impl {
+  // First: destroyed last, after everything below that holds its handlers' objects (the acceptor, the timers).
+  asio::io_context io;
+  // Keeps io.run() going until stop(); empty once stopped (or before start).
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   Service& service;
   std::optional<tcp::acceptor> acceptor;
   std::map<std::uint64_t, std::weak_ptr<EndpointState>> endpoints;
@@ -140,7 +145,7 @@ struct Link : std::enable_shared_from_this<Link> {
   enum class State { waiting, connecting, handshaking, open, closed };
 
   Link(EndpointState& endpoint, std::uint64_t peer, std::uint16_t stream, bool local)
-      : endpoint(endpoint), peer(peer), stream(stream), local(local), redial(endpoint.service.service.context()) {}
+      : endpoint(endpoint), peer(peer), stream(stream), local(local), redial(endpoint.service.io) {}
 
   bool dialer() const { return endpoint.setup.node_id < peer; }
   DimensionCounters& counters(std::uint32_t dim) { return endpoint.counters[std::min(dim, kMaxLineDims - 1)]; }
