@@ -159,7 +159,7 @@ Endpoint::~Endpoint() { close(); }
 std::uint64_t Endpoint::node_id() const { return state_->setup.node_id; }
 
 void Endpoint::start_line(LineSpec spec, std::vector<std::string> data_addresses) {
-  asio::post(service_->impl().io, [s = state_, spec = std::move(spec), data_addresses = std::move(data_addresses)]() {
+  service_->post([s = state_, spec = std::move(spec), data_addresses = std::move(data_addresses)]() {
     if (s->closed || spec.dim >= kMaxLineDims) return;
     for (std::size_t i = 0; i < spec.peers.size() && i < data_addresses.size(); ++i)
       s->addresses[spec.peers[i]] = data_addresses[i];
@@ -171,7 +171,7 @@ void Endpoint::start_line(LineSpec spec, std::vector<std::string> data_addresses
 }
 
 void Endpoint::drop_line(std::uint32_t dim, std::optional<std::pair<std::uint64_t, std::uint64_t>> older_than) {
-  asio::post(service_->impl().io, [s = state_, dim, older_than] {
+  service_->post([s = state_, dim, older_than] {
     if (s->closed || dim >= kMaxLineDims) return;
     s->runners[dim]->drop_line(older_than);
     s->update_links();
@@ -179,13 +179,13 @@ void Endpoint::drop_line(std::uint32_t dim, std::optional<std::pair<std::uint64_
 }
 
 void Endpoint::start_round(const allreduce::RoundKey& key) {
-  asio::post(service_->impl().io, [s = state_, key] {
+  service_->post([s = state_, key] {
     if (!s->closed && key.dim < kMaxLineDims) s->runners[key.dim]->start_round(key);
   });
 }
 
 void Endpoint::deadline(const allreduce::RoundKey& key) {
-  asio::post(service_->impl().io, [s = state_, key] {
+  service_->post([s = state_, key] {
     if (!s->closed && key.dim < kMaxLineDims) s->runners[key.dim]->deadline(key);
   });
 }
@@ -207,7 +207,7 @@ LinkRefusals Endpoint::refusals() const {
 
 void Endpoint::close() {
   if (!state_) return;
-  asio::post(service_->impl().io, [s = state_] { s->close(); });
+  service_->post([s = state_] { s->close(); });
 }
 
 }  // namespace gridtrain::dataplane

@@ -157,10 +157,9 @@ class Service : public std::enable_shared_from_this<Service> {
 
   const ServiceOptions& options() const { return options_; }
 
-  // The service's own state, its Asio context among it, used by its links and endpoints
-  // (dataplane/service_internals.hpp): no Asio in this header.
+  // The service's own state, its Asio context among it, which its links and handshakes reach through their
+  // endpoints (dataplane/service_internals.hpp): no Asio in this header.
   struct Impl;
-  Impl& impl() { return *impl_; }
 
  private:
   explicit Service(ServiceOptions options);
