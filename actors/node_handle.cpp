@@ -128,7 +128,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
     options.store = learner::make_probe_store(options.config.learner, id);
   }
   if (!options.data_plane) {
-    auto opened = open_data_plane(options.config, options.listen);
+    auto opened = start_data_plane(options.config, options.listen);
     if (!opened) return opened.error();
     options.data_plane = std::move(opened).value();
   }
@@ -176,7 +176,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                     std::move(decided), std::move(open_gate), std::move(counters)};
 }
 
-Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen) {
+Result<std::shared_ptr<dataplane::Service>> start_data_plane(const config::Config& config, bool listen) {
   auto credentials = load_credentials(config.cluster);
   if (!credentials) return credentials.error();
   dataplane::ServiceOptions options;

@@ -142,7 +142,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options);
 // A data plane for the nodes of this process: on config.cluster.listen's host and config.cluster.data_port when
 // `listen`, else reachable only in this process; with TLS when config.cluster names the TLS files. Errors: the port
 // cannot be bound, the TLS files do not load.
-Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen);
+Result<std::shared_ptr<dataplane::Service>> start_data_plane(const config::Config& config, bool listen);
 
 // Asks any node of a cluster for the live grid (its GridMaster answers): the node at `endpoint` (its
 // cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a

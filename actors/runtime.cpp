@@ -8,16 +8,16 @@ Runtime::Runtime(const config::Config& config) : config_(config), system_(config
 
 Result<NodeHandle> Runtime::start_node(NodeOptions options) {
   if (!options.data_plane) {
-    auto opened = open_data_plane(options.config, options.listen);
+    auto opened = shared_data_plane(options.config, options.listen);
     if (!opened) return opened.error();
     options.data_plane = std::move(opened).value();
   }
   return actors::start_node(system_, std::move(options));
 }
 
-Result<std::shared_ptr<dataplane::Service>> Runtime::open_data_plane(const config::Config& config, bool listen) {
+Result<std::shared_ptr<dataplane::Service>> Runtime::shared_data_plane(const config::Config& config, bool listen) {
   if (!data_plane_) {
-    auto opened = actors::open_data_plane(config, listen);
+    auto opened = actors::start_data_plane(config, listen);
     if (!opened) return opened.error();
     data_plane_ = std::move(opened).value();
   }

@@ -27,14 +27,14 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  // See actors::start_node; a node given no data plane gets the runtime's (open_data_plane). REQUIRES: the Runtime
+  // See actors::start_node; a node given no data plane gets the runtime's (shared_data_plane). REQUIRES: the Runtime
   // outlives the node's handle.
   Result<NodeHandle> start_node(NodeOptions options);
 
-  // The data plane this process's nodes share: opened at the first call (actors::open_data_plane: cluster.listen's
+  // The data plane this process's nodes share: started at the first call (actors::start_data_plane: cluster.listen's
   // host and cluster.data_port when `listen`), the same one after. A caller that must know of it before its node
-  // starts (gridnode run: whether the node's rounds are paced by the data plane's CPU clock) opens it first.
-  Result<std::shared_ptr<dataplane::Service>> open_data_plane(const config::Config& config, bool listen);
+  // starts (gridnode run: whether the node's rounds are paced by the data plane's CPU clock) calls this first.
+  Result<std::shared_ptr<dataplane::Service>> shared_data_plane(const config::Config& config, bool listen);
 
   // The live grid, asked of the member listening at `endpoint`, passing its gate with `credentials` (an empty
   // token and no TLS for a cluster without them): see actors::query_grid_view.
@@ -48,7 +48,7 @@ class Runtime {
   static void release_calling_thread();
 
   caf::actor_system& system() { return system_; }
-  // The nodes' data plane; null before it is opened (open_data_plane, or the first start_node).
+  // The nodes' data plane; null before it is started (shared_data_plane, or the first start_node).
   const std::shared_ptr<dataplane::Service>& data_plane() const { return data_plane_; }
 
  private:

@@ -120,7 +120,7 @@ Result<actors::NodeHandle> start_node(actors::Runtime& runtime, const RunPlan& p
   options.config = plan.config;
   options.seeds = plan.seeds;
   // Opened here, before the options that depend on it (the runtime would open it in start_node otherwise).
-  auto data_plane = runtime.open_data_plane(options.config, options.listen);
+  auto data_plane = runtime.shared_data_plane(options.config, options.listen);
   if (!data_plane) return data_plane.error();
   options.data_plane = data_plane.value();
   if (model.store) {

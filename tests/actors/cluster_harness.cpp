@@ -21,7 +21,7 @@ TestCluster::TestCluster(config::Config config) : config_(std::move(config)) {
   spdlog::set_level(spdlog::level::err);  // joins and leaves: keep the test output readable
   system_config_ = std::make_unique<actors::SystemConfig>(config_);
   system_ = std::make_unique<caf::actor_system>(*system_config_);
-  auto data_plane = actors::open_data_plane(config_, /*listen=*/false);
+  auto data_plane = actors::start_data_plane(config_, /*listen=*/false);
   REQUIRE(data_plane.ok());
   data_plane_ = std::move(data_plane).value();
 }

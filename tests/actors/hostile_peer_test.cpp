@@ -126,7 +126,7 @@ TEST_CASE("a hostile peer's bytes, frames and joins are dropped and counted; the
   actors::SystemConfig config_a{config}, config_b{config};
   caf::actor_system a{config_a}, b{config_b};
   EndNodesAtExit running;
-  auto data_plane = actors::open_data_plane(config, true);
+  auto data_plane = actors::start_data_plane(config, true);
   REQUIRE(data_plane.ok());
   actors::NodeOptions first = node_options(config, 1, make_store(1000, 2.0f));
   first.data_plane = data_plane.value();

@@ -63,7 +63,7 @@ struct Cluster {
     config = std::move(loaded).value();
     system_a = new caf::actor_system(*new actors::SystemConfig(config));
     system_b = new caf::actor_system(*new actors::SystemConfig(config));
-    auto data_plane = actors::open_data_plane(config, true);
+    auto data_plane = actors::start_data_plane(config, true);
     if (!data_plane) die(data_plane.error().to_string());
     const std::string address = data_plane.value()->address();
     data_port = static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
@@ -74,7 +74,7 @@ struct Cluster {
     first = start(*system_a, options);
     gate_port = first->port();
     options.node_id = 2;
-    auto second_plane = actors::open_data_plane(config, true);
+    auto second_plane = actors::start_data_plane(config, true);
     if (!second_plane) die(second_plane.error().to_string());
     options.data_plane = second_plane.value();
     planes = {data_plane.value(), second_plane.value()};
