@@ -70,6 +70,18 @@ void Link::enqueue(const FrameHeader& header, std::span<const std::byte> payload
   pump_write();
 }
 
+void Link::forget_stream() {
+  // A frame half written or half read is lost with its connection; the rest wait for the next one.
+  if (!queue.empty() && queue.front().sent > 0) {
+    ++counters(queue.front().tag.dim).frames_unsent;
+    queue.pop_front();
+  }
+  in_header_got = 0;
+  in_payload = false;
+  paused = false;
+  write_armed = read_armed = false;
+}
+
 void Link::retire(SlotTag tag) {
   for (auto it = queue.begin(); it != queue.end();) {
     if (!(it->tag == tag) || !it->owned.empty()) {
@@ -158,15 +170,7 @@ void Link::fail(const std::string& why) {
     socket.reset();
   }
   tls.reset();
-  // A frame half written or half read is lost with the stream; the rest wait for the next connection.
-  if (!queue.empty() && queue.front().sent > 0) {
-    ++counters(queue.front().tag.dim).frames_unsent;
-    queue.pop_front();
-  }
-  in_header_got = 0;
-  in_payload = false;
-  paused = false;
-  write_armed = read_armed = false;
+  forget_stream();
   state = State::waiting;
   if (dialer() && endpoint.wanted(peer)) {
     redial.expires_after(backoff);
@@ -228,15 +232,7 @@ void Link::open_with(tcp::socket s, std::unique_ptr<TlsSession> session) {
   state = State::open;
   backoff = kFirstRedial;
   reachable_again();
-  // A frame half written on an older connection cannot be finished on this one.
-  if (!queue.empty() && queue.front().sent > 0) {
-    ++counters(queue.front().tag.dim).frames_unsent;
-    queue.pop_front();
-  }
-  in_header_got = 0;
-  in_payload = false;
-  paused = false;
-  write_armed = read_armed = false;
+  forget_stream();
   pump_read();
   pump_write();
 }

@@ -169,6 +169,8 @@ struct Link : std::enable_shared_from_this<Link> {
   void await(tcp::socket::wait_type what, bool Link::*armed, void (Link::*go_on)());
   void resume();
   void drop_queue();
+  // What was under way on the connection that ended: a frame half written (counted unsent) and the read state.
+  void forget_stream();
 
   EndpointState& endpoint;
   std::uint64_t peer;

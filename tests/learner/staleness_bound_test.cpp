@@ -21,6 +21,13 @@ struct Line {
     return StalenessBound(
         steps, [r = rounds] { return *r; }, [p = peers] { return *p; }, max_wait);
   }
+  // A bound of one step, reached at step 2.
+  StalenessBound reached_at_2() const {
+    auto b = bound(1);
+    b.reached(1);
+    REQUIRE(b.reached(2));
+    return b;
+  }
 };
 
 }  // namespace
@@ -52,9 +59,7 @@ TEST_CASE("a bound of 0, or no line with a peer, never makes the learner wait") 
 TEST_CASE("a wait at the bound ends when a round completes, the line goes, or the caller stops it") {
   SUBCASE("a round") {
     Line line;
-    auto bound = line.bound(1);
-    bound.reached(1);
-    REQUIRE(bound.reached(2));
+    auto bound = line.reached_at_2();
     int polls = 0;
     bound.wait(2, [&] {
       if (++polls == 5) ++*line.rounds;  // the data plane completes a round meanwhile
@@ -67,17 +72,13 @@ TEST_CASE("a wait at the bound ends when a round completes, the line goes, or th
   }
   SUBCASE("the line") {
     Line line;
-    auto bound = line.bound(1);
-    bound.reached(1);
-    REQUIRE(bound.reached(2));
+    auto bound = line.reached_at_2();
     bound.wait(2, [&] { return (*line.peers = false); });
     CHECK(bound.gave_up() == 0);
   }
   SUBCASE("the caller") {
     Line line;
-    auto bound = line.bound(1);
-    bound.reached(1);
-    REQUIRE(bound.reached(2));
+    auto bound = line.reached_at_2();
     int polls = 0;
     bound.wait(2, [&] { return ++polls == 3; });
     CHECK(polls == 3);
