@@ -139,6 +139,60 @@ void settle_after_start_line(Self self) {
   self->delayed_send(self, s.settle, settle_atom::value, s.settle_generation);
 }
 
+// A StartLine from the GridMaster: this node masters the line now (a newer version restarts it).
+void take_line(Self self, StartLine& line) {
+  auto& s = self->state;
+  if (line.dim != s.dim || line.peers.empty()) {
+    log_dropped("line_master", s.bad_messages, "a StartLine for another dim, or with no peers");
+    return;
+  }
+  if (s.line && std::tie(line.epoch, line.layout_version) < std::tie(s.line->epoch, s.line->layout_version)) {
+    ++s.stale;
+    return;
+  }
+  line.line_master = caf::actor_cast<caf::actor>(self);
+  s.line = std::move(line);
+  s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold, peers(s));
+  s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
+  s.open.clear();
+  s.advance = true;
+  s.heard.assign(peers(s), self->clock().now());
+  s.patience = allreduce::PeerPatience(peers(s));
+  s.nudged.assign(peers(s), false);
+  s.round_gap = caf::timespan{0};
+  s.last_round_start.reset();
+  arm_nudge(self);
+  auto message = caf::make_message(*s.line);
+  for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);
+  settle_after_start_line(self);
+  start_next_round(self);
+}
+
+// A peer's report that it completed a round: counted once, timed for the patience, and the round may advance.
+void count_report(Self self, const RoundDone& done) {
+  auto& s = self->state;
+  if (!s.line || done.key.epoch != s.line->epoch || done.key.layout_version != s.line->layout_version ||
+      done.key.dim != s.line->dim || done.key.line != s.line->line) {
+    ++s.stale;
+    return;
+  }
+  // Any report of this line, a late one included, shows the peer holds the line: no nudge for it.
+  if (done.from < s.heard.size()) s.heard[done.from] = self->clock().now();
+  auto it = s.open.find(done.key.round);
+  if (it == s.open.end()) return;  // closed (a duplicate) or retired (a straggler's late report)
+  if (done.from >= it->second.reported.size()) {
+    log_dropped("line_master", s.bad_messages, "a RoundDone from a peer index outside the line");
+    return;
+  }
+  if (it->second.reported[done.from]) return;
+  it->second.reported[done.from] = 1;
+  it->second.reported_us[done.from] =
+      std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - it->second.started).count();
+  s.patience.heard(done.from);
+  ++it->second.count;
+  progress(self, it);
+}
+
 }  // namespace
 
 caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMasterSetup setup) {
@@ -147,33 +201,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
   if (setup.paced_by_every_steps) self->state.every_steps_budget = 0;
   drop_unexpected(self);
   return {
-      [self](StartLine& line) {
-        auto& s = self->state;
-        if (line.dim != s.dim || line.peers.empty()) {
-          log_dropped("line_master", s.bad_messages, "a StartLine for another dim, or with no peers");
-          return;
-        }
-        if (s.line && std::tie(line.epoch, line.layout_version) < std::tie(s.line->epoch, s.line->layout_version)) {
-          ++s.stale;
-          return;
-        }
-        line.line_master = caf::actor_cast<caf::actor>(self);
-        s.line = std::move(line);
-        s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold, peers(s));
-        s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
-        s.open.clear();
-        s.advance = true;
-        s.heard.assign(peers(s), self->clock().now());
-        s.patience = allreduce::PeerPatience(peers(s));
-        s.nudged.assign(peers(s), false);
-        s.round_gap = caf::timespan{0};
-        s.last_round_start.reset();
-        arm_nudge(self);
-        auto message = caf::make_message(*s.line);
-        for (const auto& peer : s.line->peers) self->send(peer.dimension_node, message);
-        settle_after_start_line(self);
-        start_next_round(self);
-      },
+      [self](StartLine& line) { take_line(self, line); },
       [self](settle_atom, std::uint64_t generation) {
         auto& s = self->state;
         if (generation != s.settle_generation || !s.settling) return;  // a newer StartLine restarted the wait
@@ -198,29 +226,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
         s.line.reset();
         s.open.clear();
       },
-      [self](const RoundDone& done) {
-        auto& s = self->state;
-        if (!s.line || done.key.epoch != s.line->epoch || done.key.layout_version != s.line->layout_version ||
-            done.key.dim != s.line->dim || done.key.line != s.line->line) {
-          ++s.stale;
-          return;
-        }
-        // Any report of this line, a late one included, shows the peer holds the line: no nudge for it.
-        if (done.from < s.heard.size()) s.heard[done.from] = self->clock().now();
-        auto it = s.open.find(done.key.round);
-        if (it == s.open.end()) return;  // closed (a duplicate) or retired (a straggler's late report)
-        if (done.from >= it->second.reported.size()) {
-          log_dropped("line_master", s.bad_messages, "a RoundDone from a peer index outside the line");
-          return;
-        }
-        if (it->second.reported[done.from]) return;
-        it->second.reported[done.from] = 1;
-        it->second.reported_us[done.from] =
-            std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - it->second.started).count();
-        s.patience.heard(done.from);
-        ++it->second.count;
-        progress(self, it);
-      },
+      [self](const RoundDone& done) { count_report(self, done); },
       [self](deadline_atom, std::uint64_t layout_version, std::uint64_t round) {
         auto& s = self->state;
         if (!s.line || s.line->layout_version != layout_version) return;

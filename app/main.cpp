@@ -14,6 +14,77 @@
 
 using namespace gridtrain;
 
+namespace {
+
+// gridnode run: one node; its options fill `args`.
+CLI::App* add_run(CLI::App& cli, app::RunArgs& args) {
+  auto* run_cmd = cli.add_subcommand("run", "Run one node; without --seed it bootstraps a new cluster");
+  run_cmd->add_option("--config", args.config_file, "The cluster's YAML config")->required();
+  run_cmd->add_option("--seed", args.seed_address,
+                      "HOST:PORT of any node of the cluster to join, or a list a:1,b:2,... tried in order");
+  run_cmd->add_option("--listen", args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
+  run_cmd->add_option("--set", args.overrides, "Override a config key: --set key=value (repeatable)");
+  run_cmd->add_option("--name", args.name,
+                      "This node's name, stable across restarts (default: the listen port; with port 0, pid-PID)");
+  run_cmd->add_option("--shard-index", args.shard_index, "This node's shard of the training set (default 0)");
+  run_cmd->add_option("--shard-count", args.shard_count,
+                      "How many shards the training set is cut into (default 1)");
+  run_cmd->add_option("--wait-members", args.wait_members,
+                      "Start training once the cluster has N members, or at once if its members already train");
+  auto* resume_flag = run_cmd->add_flag("--resume", args.resume,
+                                        "Restore model, optimizer and progress from this node's checkpoint");
+  run_cmd
+      ->add_flag("--resume-if-present", args.resume_if_present,
+                 "As --resume where this node's checkpoint exists; without one, train from the start")
+      ->excludes(resume_flag);
+  run_cmd->add_option("--log-format", args.log_format,
+                      "text (for people) or json (one object per line, for machines); overrides metrics.log_format");
+  run_cmd->add_option("--log-level", args.log_level,
+                      "trace, debug, info, warn or error: the least severe logged; overrides metrics.log_level");
+  return run_cmd;
+}
+
+// gridnode chaos: a local cluster under faults.
+CLI::App* add_chaos(CLI::App& cli, app::ChaosArgs& args) {
+  auto* chaos_cmd =
+      cli.add_subcommand("chaos", "Train a local cluster while killing, stopping and restarting random nodes");
+  chaos_cmd->add_option("--nodes", args.nodes, "Node processes (default 6)");
+  chaos_cmd->add_option("--minutes", args.minutes, "How long to run (default 30)");
+  chaos_cmd->add_option("--every", args.every, "Seconds between two faults (default 20)");
+  chaos_cmd->add_option("--stop-seconds", args.stop_seconds, "How long a stopped node stays stopped (default 8)");
+  chaos_cmd->add_option("--faults", args.faults, "Stop after this many faults (default: when time is up)");
+  chaos_cmd->add_flag("--target-grid-master", args.target_grid_master,
+                      "Every fault hits the node that hosts the GridMaster");
+  chaos_cmd->add_flag("--kills-only", args.kills_only, "Every fault is a kill -9");
+  chaos_cmd->add_flag("--partitions", args.partitions,
+                      "Run the nodes in network namespaces (root), and make every other fault a cut of the network: "
+                      "one node from the rest, a minority from a majority, two halves, in turn");
+  chaos_cmd->add_option("--cut-seconds", args.cut_seconds, "How long a cut lasts before it heals (default 10)");
+  chaos_cmd->add_option("--random-seed", args.random_seed, "Seed of the fault schedule (default 1)");
+  chaos_cmd->add_option("--out", args.out, "Output directory (default chaos-out)");
+  chaos_cmd->add_option("--set", args.overrides, "Override a config key on every node (repeatable)");
+  return chaos_cmd;
+}
+
+// gridnode status: the live grid, asked of a member.
+CLI::App* add_status(CLI::App& cli, app::StatusArgs& args) {
+  auto* status_cmd = cli.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
+  status_cmd->add_option("--seed", args.seed_address, "HOST:PORT of any node of the cluster, or a list a:1,b:2")
+      ->required();
+  status_cmd->add_flag("--json", args.json, "Print one JSON object instead of a table");
+  status_cmd->add_option("--config", args.config_file,
+                         "A node's config: use the token and TLS files its cluster section names");
+  status_cmd->add_option("--token-file", args.token_file,
+                         "File that holds the cluster token (as cluster.token_file); the node's gate asks for it");
+  status_cmd->add_option("--tls-certificate", args.tls_certificate,
+                         "A cluster with TLS: a PEM certificate its CA signed (as cluster.tls_certificate)");
+  status_cmd->add_option("--tls-key", args.tls_key, "The key of --tls-certificate (as cluster.tls_key)");
+  status_cmd->add_option("--tls-ca", args.tls_ca, "The cluster CA's PEM certificate (as cluster.tls_ca)");
+  return status_cmd;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Every allreduce chunk arrives in a fresh buffer of up to max_chunk_floats floats. glibc serves blocks over
   // 128 KiB with mmap and returns them on free, so each message would fault in new pages (slow on these
@@ -33,29 +104,7 @@ int main(int argc, char** argv) {
   check_cmd->add_flag("--schema", check_args.schema, "Print every key with its type, default and meaning");
 
   app::RunArgs run_args;
-  auto* run_cmd = cli.add_subcommand("run", "Run one node; without --seed it bootstraps a new cluster");
-  run_cmd->add_option("--config", run_args.config_file, "The cluster's YAML config")->required();
-  run_cmd->add_option("--seed", run_args.seed_address,
-                      "HOST:PORT of any node of the cluster to join, or a list a:1,b:2,... tried in order");
-  run_cmd->add_option("--listen", run_args.listen, "HOST:PORT to listen on (overrides cluster.listen; port 0: any)");
-  run_cmd->add_option("--set", run_args.overrides, "Override a config key: --set key=value (repeatable)");
-  run_cmd->add_option("--name", run_args.name,
-                      "This node's name, stable across restarts (default: the listen port; with port 0, pid-PID)");
-  run_cmd->add_option("--shard-index", run_args.shard_index, "This node's shard of the training set (default 0)");
-  run_cmd->add_option("--shard-count", run_args.shard_count,
-                      "How many shards the training set is cut into (default 1)");
-  run_cmd->add_option("--wait-members", run_args.wait_members,
-                      "Start training once the cluster has N members, or at once if its members already train");
-  auto* resume_flag = run_cmd->add_flag("--resume", run_args.resume,
-                                        "Restore model, optimizer and progress from this node's checkpoint");
-  run_cmd
-      ->add_flag("--resume-if-present", run_args.resume_if_present,
-                 "As --resume where this node's checkpoint exists; without one, train from the start")
-      ->excludes(resume_flag);
-  run_cmd->add_option("--log-format", run_args.log_format,
-                      "text (for people) or json (one object per line, for machines); overrides metrics.log_format");
-  run_cmd->add_option("--log-level", run_args.log_level,
-                      "trace, debug, info, warn or error: the least severe logged; overrides metrics.log_level");
+  auto* run_cmd = add_run(cli, run_args);
 
   app::DemoArgs demo_args;
   auto* demo_cmd = cli.add_subcommand("demo", "Train a local cluster of N node processes on Fashion-MNIST");
@@ -65,37 +114,10 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--set", demo_args.overrides, "Override a key of the demo's config (repeatable)");
 
   app::ChaosArgs chaos_args;
-  auto* chaos_cmd =
-      cli.add_subcommand("chaos", "Train a local cluster while killing, stopping and restarting random nodes");
-  chaos_cmd->add_option("--nodes", chaos_args.nodes, "Node processes (default 6)");
-  chaos_cmd->add_option("--minutes", chaos_args.minutes, "How long to run (default 30)");
-  chaos_cmd->add_option("--every", chaos_args.every, "Seconds between two faults (default 20)");
-  chaos_cmd->add_option("--stop-seconds", chaos_args.stop_seconds, "How long a stopped node stays stopped (default 8)");
-  chaos_cmd->add_option("--faults", chaos_args.faults, "Stop after this many faults (default: when time is up)");
-  chaos_cmd->add_flag("--target-grid-master", chaos_args.target_grid_master,
-                      "Every fault hits the node that hosts the GridMaster");
-  chaos_cmd->add_flag("--kills-only", chaos_args.kills_only, "Every fault is a kill -9");
-  chaos_cmd->add_flag("--partitions", chaos_args.partitions,
-                      "Run the nodes in network namespaces (root), and make every other fault a cut of the network: "
-                      "one node from the rest, a minority from a majority, two halves, in turn");
-  chaos_cmd->add_option("--cut-seconds", chaos_args.cut_seconds, "How long a cut lasts before it heals (default 10)");
-  chaos_cmd->add_option("--random-seed", chaos_args.random_seed, "Seed of the fault schedule (default 1)");
-  chaos_cmd->add_option("--out", chaos_args.out, "Output directory (default chaos-out)");
-  chaos_cmd->add_option("--set", chaos_args.overrides, "Override a config key on every node (repeatable)");
+  auto* chaos_cmd = add_chaos(cli, chaos_args);
 
   app::StatusArgs status_args;
-  auto* status_cmd = cli.add_subcommand("status", "Print the live grid: members, coordinates, line masters");
-  status_cmd->add_option("--seed", status_args.seed_address, "HOST:PORT of any node of the cluster, or a list a:1,b:2")
-      ->required();
-  status_cmd->add_flag("--json", status_args.json, "Print one JSON object instead of a table");
-  status_cmd->add_option("--config", status_args.config_file,
-                         "A node's config: use the token and TLS files its cluster section names");
-  status_cmd->add_option("--token-file", status_args.token_file,
-                         "File that holds the cluster token (as cluster.token_file); the node's gate asks for it");
-  status_cmd->add_option("--tls-certificate", status_args.tls_certificate,
-                         "A cluster with TLS: a PEM certificate its CA signed (as cluster.tls_certificate)");
-  status_cmd->add_option("--tls-key", status_args.tls_key, "The key of --tls-certificate (as cluster.tls_key)");
-  status_cmd->add_option("--tls-ca", status_args.tls_ca, "The cluster CA's PEM certificate (as cluster.tls_ca)");
+  auto* status_cmd = add_status(cli, status_args);
 
   app::PlotArgs plot_args;
   auto* plot_cmd = cli.add_subcommand(
