@@ -605,7 +605,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
         return left_atom::value;
       },
       // The answer says whether the reporter is a member: a member that gets none for the silence limit counts this
-      // GridMaster lost (see node.cpp), one told it is none lost its Removed.
+      // GridMaster lost (see node_report.cpp), one told it is none lost its Removed.
       [self](NodeReport& report) -> bool {
         auto& s = self->state;
         auto m = s.members.find(report.node_id);
@@ -619,7 +619,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           m->second.acked_version = report.layout_version;
         }
         mark_due(self, report.node_id, m->second);  // if it has not had this generation's
-        // The node checks its half on its reports' timer: see send_reports() in node.cpp.
+        // The node checks its half on its reports' timer: see send_reports() in node_report.cpp.
         if (++m->second.reports % kRouteCheckEvery == 0)
           connect_directly(self, s.setup.credentials, s.setup.node_id, report.node_id, m->second.node,
                            m->second.address);

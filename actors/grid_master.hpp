@@ -51,7 +51,7 @@ struct GridMasterSetup {
   std::chrono::milliseconds takeover_grace{500};
   // A member that sends no report for this long is lost, as if its connection had closed (zero: never). CAF
   // reports a death only over a direct connection; behind a relay a killed member stayed in the grid for good.
-  // The nodes report every 250 ms; the node sets this to several connection timeouts (see node.cpp).
+  // The nodes report every 250 ms; the node sets this to several connection timeouts (see node_report.cpp).
   std::chrono::milliseconds silence_limit{0};
   // Members in this process are judged by silence too: only for tests whose local stand-ins play remote members.
   bool judge_local_silence = false;

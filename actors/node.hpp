@@ -4,7 +4,8 @@
 //
 // It keeps: its id, its ParameterStore, its DimensionNode and LineMaster for each of kDimsOffered dimensions (its
 // children), the GridMaster's handle once welcomed, and the last GridState the GridMaster pushed.
-// Phases (NodePhase): joining -> member -> leaving, and member -> rejoining -> member when it loses the cluster.
+// Phases (NodePhase), each a behaviour of its own (the state diagram is in node.cpp): joining -> member -> leaving,
+// and member -> rejoining -> member when it loses the cluster.
 // Nothing here decides that the GridMaster is dead: a node only knows it lost contact, and a majority decides.
 // - Removed (the GridMaster took it out while it is alive): it drops every line (lost_atom to its DimensionNodes
 //   and LineMasters) and asks to join again; welcomed, it copies the model of a line peer (warm start).
@@ -89,7 +90,8 @@ inline constexpr std::size_t kMaxPassedJoins = 256;
 
 struct NodeState {
   static inline const char* name = "node";
-  NodePhase phase = NodePhase::joining;
+  NodePhase phase = NodePhase::joining;  // the phase whose behaviour the node has (node.cpp)
+  std::function<void(const caf::down_msg&)> on_down;  // the phase's part of the down handler; null: none
   NodeSetup setup;
   std::string address;
   std::vector<caf::actor> dimension_nodes;  // kDimsOffered, dimension d at index d
@@ -156,7 +158,7 @@ struct NodeState {
   std::uint64_t reports_sent = 0;  // every kRouteCheckEvery-th report also checks the route to the GridMaster
   std::uint64_t grid_master_node_id = 0;  // from the last Welcome
   // The GridMaster's last answer to a report (or the Welcome), and this node's last report tick: see
-  // lost_silent_grid_master() in node.cpp.
+  // lost_silent_grid_master() in node_report.cpp.
   caf::actor_clock::time_point grid_master_heard;
   caf::actor_clock::time_point last_report_tick;
   // The Joins it sent whose JoinChallenge has not come yet, by request number, each with whether it was a vote
@@ -176,7 +178,7 @@ struct NodeState {
   std::string join_holder_name;  // for the log and the join's error: "seed host:port", "the GridMaster"
   // As a seed: the Joins passed on to the GridMaster that it has not yet taken in (it acknowledges each; at most
   // kMaxPassedJoins, by sequence number). If the GridMaster is lost first, their joiners hear "try again"
-  // (answer_passed_joins in node.cpp): they would otherwise wait out their join timeout for nothing.
+  // (answer_passed_joins in node_join.cpp): they would otherwise wait out their join timeout for nothing.
   struct PassedJoin {
     caf::actor joiner;
     std::uint64_t node_id = 0;

@@ -92,7 +92,7 @@ Result<GridView> NodeHandle::grid_view(std::chrono::milliseconds timeout) const 
 
 Result<std::optional<std::uint64_t>> NodeHandle::warm_start() const {
   // The node copies through the handles its GridState carries, over the connections it already has: dialing the
-  // member's address from here could give the pair a second connection (see reach() in node.cpp).
+  // member's address from here could give the pair a second connection (see reach() in node_failover.cpp).
   caf::scoped_actor self{*system_};
   Result<std::optional<std::uint64_t>> result = Error{.message = "warm start: no answer from the node"};
   self->request(node_, std::chrono::seconds(60), warm_start_atom::value)
@@ -135,7 +135,8 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   auto outcome = std::make_shared<std::promise<JoinOutcome>>();
   std::shared_future<JoinOutcome> decided = outcome->get_future().share();
   auto data_routes = std::make_shared<std::vector<caf::actor>>();
-  auto data = options.data_plane->add_endpoint(endpoint_setup(id, options.store, credentials.value().token, data_routes));
+  auto data =
+      options.data_plane->add_endpoint(endpoint_setup(id, options.store, credentials.value().token, data_routes));
   auto counters = data->shared_counters();
   NodeSetup setup{.config = options.config,
                   .node_id = id,
