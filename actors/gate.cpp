@@ -30,7 +30,6 @@
 #include "actors/token_proof.hpp"
 #include "dataplane/admission.hpp"
 #include "dataplane/handshake.hpp"
-#include "dataplane/tls.hpp"
 #include "dataplane/tls_async.hpp"
 
 namespace gridtrain::actors {
