@@ -7,16 +7,16 @@
 #include <set>
 
 #include "actors/gate.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::actors {
 
 void connect_directly(caf::event_based_actor* self, const Credentials& credentials, std::uint64_t our_id,
                       std::uint64_t peer_id, const caf::actor& peer, const std::string& address) {
   if (our_id >= peer_id || !peer || peer.node() == self->node()) return;
-  auto endpoint = config::parse_endpoint(address);
+  auto endpoint = config::parse_host_port(address);
   if (!endpoint.ok() || endpoint.value().port == 0) return;  // "local:..." : a node that does not listen
-  const config::Endpoint to = endpoint.value();
+  const config::HostPort to = endpoint.value();
   auto middleman = gate_middleman(self->system(), credentials);
   // The middleman answers an empty host for a node it reaches only through another.
   self->request(middleman, std::chrono::seconds(10), caf::get_atom::value, peer.node())

@@ -439,13 +439,13 @@ caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t p
 // between two nodes confuses CAF 0.17's BASP).
 class GateMiddleman : public caf::io::middleman_actor::base {
  public:
-  using Endpoint = std::pair<std::string, std::uint16_t>;
+  using Address = std::pair<std::string, std::uint16_t>;
   using Signatures = std::set<std::string>;
   using Connected = std::tuple<caf::node_id, caf::strong_actor_ptr, Signatures>;
   // A dial's thread tells the actor it is done (the outcome waits in `done_`).
   using dialed_atom = caf::atom_constant<caf::atom("gtdialed")>;
   struct Dialed {
-    Endpoint at;
+    Address at;
     caf::expected<Passed> passed;
   };
   // Shared with the dial threads, which may outlive the actor.
@@ -503,7 +503,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
         [refuse_port](caf::open_atom, std::uint16_t, std::string&, bool) { return refuse_port(); },
         [this](caf::connect_atom, std::string& host, std::uint16_t port)
             -> caf::delegated<caf::node_id, caf::strong_actor_ptr, Signatures> {
-          connect(Endpoint{std::move(host), port});
+          connect(Address{std::move(host), port});
           return {};
         },
         [this](caf::unpublish_atom atom, caf::actor_addr& addr, std::uint16_t port) -> caf::delegated<void> {
@@ -529,7 +529,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
 
  private:
   // Answers the request from the cache, or joins a dial under way to the same endpoint, or starts one.
-  void connect(Endpoint at) {
+  void connect(Address at) {
     auto promise = make_response_promise();
     if (auto found = cached_.find(at); found != cached_.end()) {
       const auto& [node, actor, signatures] = found->second;
@@ -573,7 +573,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   // A dial's outcome: the connection goes to CAF's BASP broker for its handshake, whose answer every request
   // waiting for the endpoint gets.
   void on_dialed(Dialed dialed) {
-    const Endpoint at = dialed.at;
+    const Address at = dialed.at;
     auto fail = [this, at](const caf::error& why) { answer(at, why); };
     if (!dialed.passed) return fail(dialed.passed.error());
     Passed& passed = *dialed.passed;
@@ -593,7 +593,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
 
   // Every request waiting for a connection to `at` gets `answer`.
   template <class... Ts>
-  void answer(const Endpoint& at, const Ts&... answer) {
+  void answer(const Address& at, const Ts&... answer) {
     auto waiting = pending_.extract(at);
     if (!waiting.empty())
       for (auto& promise : waiting.mapped()) promise.deliver(answer...);
@@ -604,8 +604,8 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   std::shared_ptr<const dataplane::TlsContext> tls_;
   std::function<void()> on_end_;
   std::shared_ptr<Dials> dials_ = std::make_shared<Dials>();
-  std::map<Endpoint, Connected> cached_;
-  std::map<Endpoint, std::vector<caf::response_promise>> pending_;
+  std::map<Address, Connected> cached_;
+  std::map<Address, std::vector<caf::response_promise>> pending_;
 };
 
 }  // namespace
@@ -642,7 +642,7 @@ std::string render_gate_error(std::uint8_t code, const caf::message& context) {
 
 Gate::Gate(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Result<std::unique_ptr<Gate>> Gate::open(caf::actor_system& system, const config::Endpoint& listen,
+Result<std::unique_ptr<Gate>> Gate::open(caf::actor_system& system, const config::HostPort& listen,
                                          Credentials credentials, caf::actor published) {
   auto impl = std::make_unique<Impl>(system, std::move(credentials), std::move(published));
   std::error_code e;

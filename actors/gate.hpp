@@ -37,7 +37,7 @@
 #include "actors/credentials.hpp"
 #include "actors/reports.hpp"
 #include "base/result.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::actors {
 
@@ -71,7 +71,7 @@ class Gate {
   // Listens on `listen` (port 0: a free one) and hands each connection that proves the token (and passes TLS,
   // when `credentials` hold a TLS identity) to CAF, as a connection to `published`. The error names the address
   // when it cannot listen.
-  static Result<std::unique_ptr<Gate>> open(caf::actor_system& system, const config::Endpoint& listen,
+  static Result<std::unique_ptr<Gate>> open(caf::actor_system& system, const config::HostPort& listen,
                                             Credentials credentials, caf::actor published);
   ~Gate();  // stops accepting; connections already handed to CAF stay
   Gate(const Gate&) = delete;

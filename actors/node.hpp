@@ -62,7 +62,7 @@ struct NodeSetup {
   std::shared_ptr<dataplane::Endpoint> data;
   std::shared_ptr<std::vector<caf::actor>> data_routes;
   caf::actor seed_node;                 // join through this node actor, or else
-  std::vector<config::Endpoint> seeds;  // through the first of these that is a member, or else bootstrap
+  std::vector<config::HostPort> seeds;  // through the first of these that is a member, or else bootstrap
   std::chrono::milliseconds report_interval{250};
   std::chrono::milliseconds join_timeout{10000};
   std::chrono::milliseconds rejoin_interval{1000};  // between two rejoin walks; also how long a connect may take

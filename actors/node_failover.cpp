@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "actors/node_internal.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::actors::node_internal {
 
@@ -29,7 +29,7 @@ void reach(Self self, const std::string& address, const caf::actor& known, std::
     for (const MemberState& m : s.grid()->members)
       if (m.place.address == address && m.node && m.node.node() == self->node()) return then(m.node);
   }
-  auto endpoint = config::parse_endpoint(address);
+  auto endpoint = config::parse_host_port(address);
   if (!endpoint) return then(nullptr);  // a node of this process that has gone
   auto dial = [self, to = endpoint.value(), then] {
     self->request(middleman(self), self->state.setup.rejoin_interval, caf::connect_atom::value, to.host, to.port)
@@ -96,7 +96,7 @@ void make_walk(NodeState& s) {
       if (m.place.node_id == s.setup.node_id || !known(m.place.address))
         s.walk.push_back({m.place.node_id, m.place.address, m.node});
   if (!known(s.grid_master_address)) s.walk.push_back({0, s.grid_master_address, nullptr});
-  for (const config::Endpoint& seed : s.setup.seeds)
+  for (const config::HostPort& seed : s.setup.seeds)
     if (!known(seed.to_string())) s.walk.push_back({0, seed.to_string(), nullptr});
 }
 

@@ -159,7 +159,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   std::string address = fmt::format("local:{:016x}", id);
   std::shared_ptr<Gate> open_gate;
   if (options.listen) {
-    const config::Endpoint& listen = options.config.cluster.listen;
+    const config::HostPort& listen = options.config.cluster.listen;
     // Through the gate: CAF opens no port of its own (actors/gate.hpp).
     auto gate = Gate::open(system, listen, credentials.value(), actor);
     if (!gate) {
@@ -170,7 +170,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
     // The gate closes when the node ends.
     open_gate = std::move(gate).value();
     caf::actor_cast<caf::abstract_actor*>(actor)->attach_functor([open_gate] {});
-    address = config::Endpoint{listen.host, port}.to_string();
+    address = config::HostPort{listen.host, port}.to_string();
   }
   caf::anon_send(actor, begin_atom::value, address);
   return NodeHandle{system,           std::move(actor),   id, port, std::move(address), std::move(options.store),
@@ -208,7 +208,7 @@ Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& no
   return Error{.message = "no grid view from the node: " + failure};
 }
 
-Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
+Result<GridView> query_grid_view(caf::actor_system& system, const config::HostPort& endpoint,
                                  const Credentials& credentials, std::chrono::milliseconds timeout) {
   caf::scoped_actor self{system};
   caf::actor node;

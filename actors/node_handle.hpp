@@ -26,7 +26,7 @@
 #include "actors/messages.hpp"
 #include "base/result.hpp"
 #include "config/config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/training_progress.hpp"
@@ -37,7 +37,7 @@ struct NodeOptions {
   config::Config config;
   // Where to join. Neither: bootstrap a new cluster, this node hosting its GridMaster.
   // The nodes listening at these host:ports, asked in order until one that is a member answers.
-  std::vector<config::Endpoint> seeds;
+  std::vector<config::HostPort> seeds;
   caf::actor seed_node;  // a node actor in this process (in-process clusters); wins over `seeds`
   std::uint64_t node_id = 0;             // 0: a random id
   // The parameters to average. Null: learner.kind must be probe, and a probe store is made (learner/probe.hpp).
@@ -148,7 +148,7 @@ Result<std::shared_ptr<dataplane::Service>> start_data_plane(const config::Confi
 // cluster.listen address), or a node actor of this process. Errors: the node cannot be reached, is not in a
 // cluster, or does not answer within `timeout`.
 // `credentials` are what the node's gate asks of us: the cluster token, and a certificate when it runs TLS.
-Result<GridView> query_grid_view(caf::actor_system& system, const config::Endpoint& endpoint,
+Result<GridView> query_grid_view(caf::actor_system& system, const config::HostPort& endpoint,
                                  const Credentials& credentials,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
 Result<GridView> query_grid_view(caf::actor_system& system, const caf::actor& node,

@@ -175,7 +175,7 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
     watch_join_holder(self, s.setup.seed_node, seed_name(s, index));
     return send_join(self, s.setup.seed_node);
   }
-  const config::Endpoint seed = s.setup.seeds[index];
+  const config::HostPort seed = s.setup.seeds[index];
   self->request(middleman(self), s.setup.join_timeout, caf::connect_atom::value, seed.host, seed.port)
       .then(
           [self, seed, name = seed_name(s, index)](caf::node_id&, caf::strong_actor_ptr& ptr, std::set<std::string>&) {

@@ -24,7 +24,7 @@ Result<std::shared_ptr<dataplane::Service>> Runtime::shared_data_plane(const con
   return data_plane_;
 }
 
-Result<GridView> Runtime::grid_view(const config::Endpoint& endpoint, const Credentials& credentials,
+Result<GridView> Runtime::grid_view(const config::HostPort& endpoint, const Credentials& credentials,
                                    std::chrono::milliseconds timeout) {
   return query_grid_view(system_, endpoint, credentials, timeout);
 }

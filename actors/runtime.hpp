@@ -5,7 +5,7 @@
 //
 //   actors::Runtime runtime{config};
 //   auto node = runtime.start_node({.config = config, .seeds = {seed}});
-//   auto view = runtime.grid_view(config::Endpoint{"10.0.0.5", 7000}, token);
+//   auto view = runtime.grid_view(config::HostPort{"10.0.0.5", 7000}, token);
 
 #include <caf/actor_system.hpp>
 
@@ -16,7 +16,7 @@
 #include "actors/system_config.hpp"
 #include "base/result.hpp"
 #include "config/config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::actors {
 
@@ -38,7 +38,7 @@ class Runtime {
 
   // The live grid, asked of the member listening at `endpoint`, passing its gate with `credentials` (an empty
   // token and no TLS for a cluster without them): see actors::query_grid_view.
-  Result<GridView> grid_view(const config::Endpoint& endpoint, const Credentials& credentials,
+  Result<GridView> grid_view(const config::HostPort& endpoint, const Credentials& credentials,
                              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
   // Drops what the calling thread keeps of any actor system: CAF 0.17 keeps, in every thread that made a system or

@@ -48,7 +48,7 @@
 #include "app/local_capacity.hpp"
 #include "app/commands.hpp"
 #include "app/net_lab.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::app {
 
@@ -253,7 +253,7 @@ class Chaos {
   std::optional<actors::GridView> view() {
     for (const auto& slot : slots_) {
       if (!slot.process || slot.stopped || slot.address.empty()) continue;
-      auto endpoint = config::parse_endpoint(slot.address);
+      auto endpoint = config::parse_host_port(slot.address);
       if (!endpoint) continue;
       auto asked = runtime_.grid_view(endpoint.value(), {}, 2s);  // the chaos cluster has no token, no TLS
       if (asked) return std::move(asked).value();
@@ -359,7 +359,7 @@ class Chaos {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       const Slot& slot = slots_[i];
       if (!slot.process || slot.stopped || slot.address.empty()) continue;
-      auto endpoint = config::parse_endpoint(slot.address);
+      auto endpoint = config::parse_host_port(slot.address);
       if (!endpoint) continue;
       askers.emplace_back([this, &views, i, at = endpoint.value()] {
         auto asked = runtime_.grid_view(at, {}, 1s);

@@ -48,7 +48,7 @@ bool held_here(const sockaddr* address, socklen_t length) {
 }
 
 // True when `seed` resolves and none of its addresses is this machine's; false when it is here, or unknown.
-bool elsewhere(const config::Endpoint& seed) {
+bool elsewhere(const config::HostPort& seed) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -62,8 +62,8 @@ bool elsewhere(const config::Endpoint& seed) {
 
 }  // namespace
 
-Status check_listen_address(const config::Endpoint& listen, const Error& source,
-                            const std::vector<config::Endpoint>& seeds) {
+Status check_listen_address(const config::HostPort& listen, const Error& source,
+                            const std::vector<config::HostPort>& seeds) {
   auto error = [&](std::string message) {
     Error e = source;
     e.message = std::move(message);
@@ -75,7 +75,7 @@ Status check_listen_address(const config::Endpoint& listen, const Error& source,
                  " (any address) reaches no other machine: give this machine's address as they reach it, e.g. "
                  "10.0.0.5:" + std::to_string(listen.port) + " (127.0.0.1 for a cluster on this machine alone)");
   if (!is_loopback(listen.host)) return {};
-  for (const config::Endpoint& seed : seeds)
+  for (const config::HostPort& seed : seeds)
     if (elsewhere(seed))
       return error(address + ": a loopback address, but the seed " + seed.to_string() +
                    " is on another machine, whose nodes could not reach this one: give this machine's address as "

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/result.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 namespace gridtrain::app {
 
@@ -16,7 +16,7 @@ namespace gridtrain::app {
 //   there could not reach this one. A seed whose name does not resolve is left to the join to report.
 // Either node would join and show in `gridnode status`, and then never average with a peer on another machine:
 // its data connections dial the wrong machine, and only info lines of failed connections would say so.
-Status check_listen_address(const config::Endpoint& listen, const Error& source,
-                            const std::vector<config::Endpoint>& seeds);
+Status check_listen_address(const config::HostPort& listen, const Error& source,
+                            const std::vector<config::HostPort>& seeds);
 
 }  // namespace gridtrain::app

@@ -29,7 +29,7 @@
 #include "app/commands.hpp"
 #include "app/run_steps.hpp"
 #include "config/config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/dataset.hpp"
 #include "learner/learner.hpp"

@@ -16,8 +16,8 @@ namespace gridtrain::app {
 namespace {
 
 // Parses a host:port given on the command line; errors name the option.
-Result<config::Endpoint> endpoint_option(const std::string& option, const std::string& text) {
-  auto parsed = config::parse_endpoint(text);
+Result<config::HostPort> endpoint_option(const std::string& option, const std::string& text) {
+  auto parsed = config::parse_host_port(text);
   if (parsed) return parsed;
   Error error = parsed.error();
   error.source = option;
@@ -27,7 +27,7 @@ Result<config::Endpoint> endpoint_option(const std::string& option, const std::s
 std::string cluster_name(const RunPlan& plan, const actors::NodeHandle& node) {
   if (plan.seeds.empty()) return node.address();
   std::string names;
-  for (const config::Endpoint& seed : plan.seeds) names += (names.empty() ? "" : ",") + seed.to_string();
+  for (const config::HostPort& seed : plan.seeds) names += (names.empty() ? "" : ",") + seed.to_string();
   return names;
 }
 
@@ -58,7 +58,7 @@ Result<RunPlan> configure(const RunArgs& args, const std::vector<std::string>& f
     plan.config.cluster.listen = listen.value();
   }
   if (!args.seed_address.empty()) {
-    auto seeds = config::parse_endpoint_list(args.seed_address);
+    auto seeds = config::parse_host_port_list(args.seed_address);
     if (!seeds) {
       Error error = seeds.error();
       error.source = "--seed";
@@ -79,7 +79,7 @@ Result<RunPlan> configure(const RunArgs& args, const std::vector<std::string>& f
   // This node's own address among the seeds: it is no member to join through (the same list on every machine, as
   // the boot scripts pass it, names each machine too). Left out; a list of nothing else is bad input, as joining
   // through ourselves only ever timed out ("the seed is not a member of a cluster", after 10 s).
-  const config::Endpoint& self = plan.config.cluster.listen;
+  const config::HostPort& self = plan.config.cluster.listen;
   if (self.port != 0 && !plan.seeds.empty()) {
     std::erase(plan.seeds, self);
     if (plan.seeds.empty())

@@ -16,7 +16,7 @@
 #include "app/commands.hpp"
 #include "base/result.hpp"
 #include "config/config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "learner/parameter_store.hpp"
 #include "learner/training_progress.hpp"
 #include "telemetry/prometheus_metrics.hpp"
@@ -25,7 +25,7 @@ namespace gridtrain::app {
 
 struct RunPlan {
   config::Config config;
-  std::vector<config::Endpoint> seeds;  // asked in order; none: bootstrap a new cluster
+  std::vector<config::HostPort> seeds;  // asked in order; none: bootstrap a new cluster
   std::string name;                     // stable across restarts: the checkpoint's and the CSV rows' name
 };
 

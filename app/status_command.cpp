@@ -7,13 +7,13 @@
 #include "actors/credentials.hpp"
 #include "app/commands.hpp"
 #include "config/config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "telemetry/grid_view_text.hpp"
 
 namespace gridtrain::app {
 
 int status(const StatusArgs& args) {
-  auto seeds = config::parse_endpoint_list(args.seed_address);
+  auto seeds = config::parse_host_port_list(args.seed_address);
   if (!seeds) {
     Error error = seeds.error();
     error.source = "--seed";
@@ -54,7 +54,7 @@ int status(const StatusArgs& args) {
   // The first seed that answers with the grid; every failure is reported if none does.
   std::string failures;
   std::optional<actors::GridView> view;
-  for (const config::Endpoint& seed : seeds.value()) {
+  for (const config::HostPort& seed : seeds.value()) {
     auto asked = runtime.grid_view(seed, credentials.value());
     if (asked) {
       view = std::move(asked).value();

@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
         }
       }
       if (!started) return 1;
-      auto seed_endpoint = config::parse_endpoint(seed).value();
+      auto seed_endpoint = config::parse_host_port(seed).value();
       std::uint32_t effective_dims = 1;
       std::string straggler_address;  // "" without --straggle
       double mean_spread = 0, mean_of_means = 0;  // of the nodes' model means, at the last sample

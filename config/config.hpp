@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "allreduce/round_config.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "config/enums.hpp"
 #include "base/result.hpp"
 
@@ -40,7 +40,7 @@ struct ClusterConfig {
   std::string tls_certificate;
   std::string tls_key;
   std::string tls_ca;
-  Endpoint listen;         // port 0 = pick a free port
+  HostPort listen;         // port 0 = pick a free port
   int data_port = 0;       // the data plane's port, on listen's host; 0 = pick a free port
   int socket_buffer_kb = 0;  // SO_SNDBUF and SO_RCVBUF of each data connection; 0 = the kernel's autotuning
   int data_streams = 1;      // TCP connections to each line peer this node dials
@@ -144,7 +144,7 @@ struct CheckpointConfig {
 };
 
 struct MetricsConfig {
-  std::optional<Endpoint> listen;  // Prometheus /metrics; nullopt = off ("" in YAML)
+  std::optional<HostPort> listen;  // Prometheus /metrics; nullopt = off ("" in YAML)
   LogFormat log_format = LogFormat::text;
   LogLevel log_level = LogLevel::info;
   std::string csv;  // "" = off

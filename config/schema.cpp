@@ -93,27 +93,27 @@ struct PathCodec {
   void write(const T& x, YAML::Emitter& out) const { out << YAML::DoubleQuoted << x; }
 };
 
-struct EndpointCodec {
-  using T = Endpoint;
+struct HostPortCodec {
+  using T = HostPort;
   std::string type_text() const { return "host:port"; }
   Result<T> read(const Value& v, const std::string& key, const Reader& r) const {
     auto text = r.string(v, key, true);
     if (!text.ok()) return r.mismatch(v, key, "host:port");
-    auto endpoint = parse_endpoint(text.value());
+    auto endpoint = parse_host_port(text.value());
     if (!endpoint.ok()) return r.error(v.mark, key, endpoint.error().message);
     return endpoint;
   }
   void write(const T& x, YAML::Emitter& out) const { out << YAML::DoubleQuoted << x.to_string(); }
 };
 
-struct OptionalEndpointCodec {
-  using T = std::optional<Endpoint>;
+struct OptionalHostPortCodec {
+  using T = std::optional<HostPort>;
   std::string type_text() const { return "host:port, or \"\" for off"; }
   Result<T> read(const Value& v, const std::string& key, const Reader& r) const {
     auto text = r.string(v, key, true);
     if (!text.ok()) return r.mismatch(v, key, "host:port or \"\"");
     if (text.value().empty()) return T{};
-    auto endpoint = parse_endpoint(text.value());
+    auto endpoint = parse_host_port(text.value());
     if (!endpoint.ok()) return r.error(v.mark, key, endpoint.error().message);
     return T{endpoint.value()};
   }
@@ -404,7 +404,7 @@ Schema::Schema() {
           "PEM private key of tls_certificate, unencrypted; \"\" = no TLS"));
   add(key(FIELD(cluster, tls_ca), PathCodec{FileRule::when_set}, "",
           "PEM certificate of the cluster CA: a peer must hold a certificate it signed; \"\" = no TLS"));
-  add(key(FIELD(cluster, listen), EndpointCodec{}, Endpoint{"127.0.0.1", 0},
+  add(key(FIELD(cluster, listen), HostPortCodec{}, HostPort{"127.0.0.1", 0},
           "host:port this node listens on and the other nodes dial (so not 0.0.0.0); port 0 = pick a free port"));
   add(key(FIELD(cluster, data_port), IntCodec{IntRange{0, 65535}}, 0,
           "port of this node's data plane (the chunks of allreduce rounds), on the listen host; 0 = pick a free port"));
@@ -515,7 +515,7 @@ Schema::Schema() {
   add(key(FIELD(checkpoint, every), IntCodec{at_least(0)}, 0,
           "learner steps between checkpoints; 0 = off; > 0 needs dir"));
 
-  add(key(FIELD(metrics, listen), OptionalEndpointCodec{}, std::nullopt,
+  add(key(FIELD(metrics, listen), OptionalHostPortCodec{}, std::nullopt,
           "host:port of the Prometheus /metrics endpoint; \"\" = off"));
   add(key(FIELD(metrics, log_format), EnumCodec<LogFormat>{}, LogFormat::text, "log line format"));
   add(key(FIELD(metrics, log_level), EnumCodec<LogLevel>{}, LogLevel::info, "the least severe level logged"));

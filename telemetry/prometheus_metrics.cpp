@@ -31,7 +31,7 @@ void advance(prometheus::Counter* c, std::uint64_t now, std::uint64_t& seen) {
 
 // Why `listen` cannot be bound, as the system says it ("Address already in use"), or "" if it can: CivetWeb's
 // exception says only "null context when constructing CivetServer. Possible problem binding to port."
-std::string bind_failure(const config::Endpoint& listen) {
+std::string bind_failure(const config::HostPort& listen) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
@@ -55,7 +55,7 @@ std::string bind_failure(const config::Endpoint& listen) {
 
 }  // namespace
 
-Result<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::start(const config::Endpoint& listen,
+Result<std::unique_ptr<PrometheusMetrics>> PrometheusMetrics::start(const config::HostPort& listen,
                                                                            const std::string& node) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {

@@ -21,7 +21,7 @@
 
 #include "actors/reports.hpp"
 #include "base/result.hpp"
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "learner/trainer.hpp"
 
 namespace gridtrain::telemetry {
@@ -29,7 +29,7 @@ namespace gridtrain::telemetry {
 class PrometheusMetrics {
  public:
   // Listens on `listen` (port 0: a free one). Error: the address cannot be bound.
-  static Result<std::unique_ptr<PrometheusMetrics>> start(const config::Endpoint& listen,
+  static Result<std::unique_ptr<PrometheusMetrics>> start(const config::HostPort& listen,
                                                                   const std::string& node);
 
   std::uint16_t port() const;

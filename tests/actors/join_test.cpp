@@ -387,7 +387,7 @@ TEST_CASE("a seed that cannot be reached ends the join as unreachable") {
   o.config = config;
   o.store = make_store(8, 1.0f);
   o.listen = false;
-  o.seeds = {config::Endpoint{"127.0.0.1", 1}};  // nothing listens on port 1
+  o.seeds = {config::HostPort{"127.0.0.1", 1}};  // nothing listens on port 1
   auto node = running.hold(actors::start_node(system, o));
   REQUIRE(node.ok());
   const auto outcome = node.value().wait_joined();
@@ -461,8 +461,8 @@ TEST_CASE("nodes whose seeds are not members yet ask them again, and join once o
   const std::uint16_t port_a = free_port(), port_c = free_port();
   auto options = [](std::uint64_t id, std::uint16_t port, std::vector<std::uint16_t> seeds) {
     actors::NodeOptions o = node_options(cluster_config(1, 1.0), id, make_store(8, static_cast<float>(id)));
-    o.config.cluster.listen = config::Endpoint{"127.0.0.1", port};
-    for (std::uint16_t seed : seeds) o.seeds.push_back(config::Endpoint{"127.0.0.1", seed});
+    o.config.cluster.listen = config::HostPort{"127.0.0.1", port};
+    for (std::uint16_t seed : seeds) o.seeds.push_back(config::HostPort{"127.0.0.1", seed});
     return o;
   };
   const auto config = cluster_config(1, 1.0);
@@ -501,7 +501,7 @@ TEST_CASE("nodes in two actor systems join over TCP, show in status, and average
   // Rounds run freely; with α = 1 both hold the mean after the first: base 2 + (j % 7).
   const auto mean = read(*make_store(1000, 2.0f));
   CHECK(eventually([&] { return read(*first.store) == mean && read(*second.store) == mean; }));
-  const auto status = actors::query_grid_view(b, config::Endpoint{"127.0.0.1", joined.port()}, {});
+  const auto status = actors::query_grid_view(b, config::HostPort{"127.0.0.1", joined.port()}, {});
   REQUIRE(status.ok());
   CHECK(status.value().nodes.size() == 2);
   CHECK(status.value().nodes[1].place.address == joined.address());
@@ -542,7 +542,7 @@ TEST_CASE("a node joining over TCP copies a member's model with warm_start; a no
   REQUIRE_OK(copied);
   CHECK(copied.value() == std::optional<std::uint64_t>(1));
   CHECK(read(*second.store) == read(*first.store));
-  const auto view = b.grid_view(config::Endpoint{"127.0.0.1", bootstrap.value().port()}, {});
+  const auto view = b.grid_view(config::HostPort{"127.0.0.1", bootstrap.value().port()}, {});
   REQUIRE(view.ok());
   CHECK(view.value().nodes.size() == 2);
 

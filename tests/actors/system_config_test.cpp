@@ -31,7 +31,7 @@ TEST_CASE("line peers that learned of each other through the GridMaster talk ove
   actors::SystemConfig config_a{config}, config_b{config}, config_c{config};
   caf::actor_system a{config_a}, b{config_b}, c{config_c};
   EndNodesAtExit running;
-  auto start = [&](caf::actor_system& system, std::uint64_t id, std::optional<config::Endpoint> seed) {
+  auto start = [&](caf::actor_system& system, std::uint64_t id, std::optional<config::HostPort> seed) {
     actors::NodeOptions o = node_options(config, id, make_store(100, static_cast<float>(id)));
     if (seed) o.seeds = {*seed};
     auto node = running.hold(actors::start_node(system, o));
@@ -40,7 +40,7 @@ TEST_CASE("line peers that learned of each other through the GridMaster talk ove
     return node.value();
   };
   const auto node_a = start(a, 1, std::nullopt);
-  const config::Endpoint seed{"127.0.0.1", node_a.port()};
+  const config::HostPort seed{"127.0.0.1", node_a.port()};
   const auto node_b = start(b, 2, seed);
   const auto node_c = start(c, 3, seed);
 

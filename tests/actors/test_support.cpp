@@ -23,7 +23,7 @@ config::Config cluster_config(int dims, double alpha, int max_chunk_floats) {
   c.allreduce.quorum = config::QuorumMode::fraction;
   c.allreduce.elastic_rate = alpha;
   c.allreduce.max_chunk_floats = max_chunk_floats;
-  c.cluster.listen = config::Endpoint{"127.0.0.1", 0};
+  c.cluster.listen = config::HostPort{"127.0.0.1", 0};
   return c;
 }
 
@@ -70,7 +70,7 @@ actors::NodeOptions joiner_options(const actors::NodeOptions& like, std::uint64_
   options.node_id = id;
   options.store = std::move(store);
   options.seeds.clear();
-  for (std::uint16_t port : seed_ports) options.seeds.push_back(config::Endpoint{"127.0.0.1", port});
+  for (std::uint16_t port : seed_ports) options.seeds.push_back(config::HostPort{"127.0.0.1", port});
   return options;
 }
 

@@ -49,7 +49,7 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c == Config{});
   CHECK(c.cluster.name == "gridtrain");
   CHECK(c.cluster.token_file.empty());
-  CHECK(c.cluster.listen == Endpoint{"127.0.0.1", 0});
+  CHECK(c.cluster.listen == HostPort{"127.0.0.1", 0});
   CHECK(c.cluster.heartbeat_ms == 200);
   CHECK(c.cluster.connection_timeout_ms == 1000);
   CHECK(c.grid.dims == 2);
@@ -201,7 +201,7 @@ metrics:
   const std::string base = dir.path().string();
   CHECK(c.cluster.name == "lab");
   CHECK(c.cluster.token_file == base + "/secret");
-  CHECK(c.cluster.listen == Endpoint{"10.0.0.5", 7000});
+  CHECK(c.cluster.listen == HostPort{"10.0.0.5", 7000});
   CHECK(c.cluster.heartbeat_ms == 50);
   CHECK(c.cluster.connection_timeout_ms == 400);
   CHECK_FALSE(c.grid.dims.has_value());
@@ -243,7 +243,7 @@ metrics:
   CHECK_FALSE(c.data.normalize);
   CHECK(c.checkpoint.dir == base + "/ckpt");
   CHECK(c.checkpoint.every == 500);
-  CHECK(c.metrics.listen == Endpoint{"0.0.0.0", 9100});
+  CHECK(c.metrics.listen == HostPort{"0.0.0.0", 9100});
   CHECK(c.metrics.log_format == LogFormat::json);
   CHECK(c.metrics.log_level == LogLevel::debug);
   CHECK(c.metrics.csv == base + "/out/metrics.csv");
@@ -259,7 +259,7 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   DataFiles data;
   Config c = must_load("{}", data.overrides());
   c.cluster.name = "true";  // a string that YAML would otherwise read as a bool
-  c.cluster.listen = Endpoint{"::1", 65535};
+  c.cluster.listen = HostPort{"::1", 65535};
   c.cluster.heartbeat_ms = 1;
   c.cluster.connection_timeout_ms = 2;
   c.grid.dims = 6;
@@ -302,7 +302,7 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.data.normalize = false;
   c.checkpoint.dir = "/tmp/with space/and \"quotes\"";
   c.checkpoint.every = 1;
-  c.metrics.listen = Endpoint{"metrics.local", 0};
+  c.metrics.listen = HostPort{"metrics.local", 0};
   c.metrics.log_format = LogFormat::json;
   c.metrics.log_level = LogLevel::trace;
   c.metrics.csv = "/tmp/m.csv";
@@ -335,8 +335,8 @@ TEST_CASE("overrides apply in order, after the file") {
   CHECK(c.learner.model.input == std::vector<int>{3, 32, 32});
   CHECK(c.learner.model.layers.size() == 2);
   CHECK(c.learner.model.layers[0].units == 7);
-  CHECK(c.cluster.listen == Endpoint{"0.0.0.0", 7000});
-  CHECK(c.metrics.listen == Endpoint{"127.0.0.1", 9100});
+  CHECK(c.cluster.listen == HostPort{"0.0.0.0", 7000});
+  CHECK(c.metrics.listen == HostPort{"127.0.0.1", 9100});
   CHECK_FALSE(c.learner.probe_value.has_value());
   CHECK(c.cluster.name == "a=b");  // only the first '=' splits
   CHECK(c.grid.max_line == 4);     // untouched keys keep the file's values

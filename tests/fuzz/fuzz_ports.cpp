@@ -78,7 +78,7 @@ struct Cluster {
     if (!second_plane) die(second_plane.error().to_string());
     options.data_plane = second_plane.value();
     planes = {data_plane.value(), second_plane.value()};
-    options.seeds = {config::Endpoint{"127.0.0.1", gate_port}};
+    options.seeds = {config::HostPort{"127.0.0.1", gate_port}};
     second = start(*system_b, options);
     for (int i = 0; i < 100 && first->stats().dims[0].peers != 2; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));

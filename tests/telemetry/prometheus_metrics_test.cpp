@@ -34,7 +34,7 @@ std::string http_get_metrics(std::uint16_t port) {
 }  // namespace
 
 TEST_CASE("the Prometheus endpoint serves rounds per dimension, drops, tau, throughput, loss, accuracy and refusals") {
-  auto started = PrometheusMetrics::start(config::Endpoint{"127.0.0.1", 0}, "n7");
+  auto started = PrometheusMetrics::start(config::HostPort{"127.0.0.1", 0}, "n7");
   REQUIRE(started.ok());
   auto& metrics = *started.value();
   REQUIRE(metrics.port() != 0);

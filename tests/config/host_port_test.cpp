@@ -2,17 +2,17 @@
 
 #include <string>
 
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 #include "tests/base/require_ok.hpp"
 
-using gridtrain::config::Endpoint;
-using gridtrain::config::parse_endpoint;
-using gridtrain::config::parse_endpoint_list;
+using gridtrain::config::HostPort;
+using gridtrain::config::parse_host_port;
+using gridtrain::config::parse_host_port_list;
 
 TEST_CASE("host:port parses into host and port, and prints back the same") {
   struct Good {
     std::string text;
-    Endpoint expected;
+    HostPort expected;
   };
   const Good cases[] = {
       {"127.0.0.1:0", {"127.0.0.1", 0}},
@@ -23,7 +23,7 @@ TEST_CASE("host:port parses into host and port, and prints back the same") {
   };
   for (const Good& c : cases) {
     CAPTURE(c.text);
-    auto r = parse_endpoint(c.text);
+    auto r = parse_host_port(c.text);
     REQUIRE_OK(r);
     CHECK(r.value() == c.expected);
     CHECK(r.value().to_string() == c.text);
@@ -53,7 +53,7 @@ TEST_CASE("a malformed host:port is an error that quotes what was found") {
   };
   for (const Bad& c : cases) {
     CAPTURE(c.text);
-    auto r = parse_endpoint(c.text);
+    auto r = parse_host_port(c.text);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().source.empty());  // the caller knows where the text came from
     CHECK(r.error().message.find(c.fragment) != std::string::npos);
@@ -62,12 +62,12 @@ TEST_CASE("a malformed host:port is an error that quotes what was found") {
 }
 
 TEST_CASE("a seed list parses in order; a bad item, an empty item or a repeat is named by its position") {
-  auto one = parse_endpoint_list("a:1");
+  auto one = parse_host_port_list("a:1");
   REQUIRE_OK(one);
-  CHECK(one.value() == std::vector<Endpoint>{{"a", 1}});
-  auto three = parse_endpoint_list("b:2,[::1]:3,a:1");
+  CHECK(one.value() == std::vector<HostPort>{{"a", 1}});
+  auto three = parse_host_port_list("b:2,[::1]:3,a:1");
   REQUIRE_OK(three);
-  CHECK(three.value() == std::vector<Endpoint>{{"b", 2}, {"::1", 3}, {"a", 1}});
+  CHECK(three.value() == std::vector<HostPort>{{"b", 2}, {"::1", 3}, {"a", 1}});
 
   struct Bad {
     std::string text, fragment;
@@ -82,7 +82,7 @@ TEST_CASE("a seed list parses in order; a bad item, an empty item or a repeat is
   };
   for (const Bad& c : cases) {
     CAPTURE(c.text);
-    auto r = parse_endpoint_list(c.text);
+    auto r = parse_host_port_list(c.text);
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().message.find(c.fragment) != std::string::npos);
   }

@@ -1,4 +1,4 @@
-#include "config/endpoint.hpp"
+#include "config/host_port.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -6,12 +6,12 @@
 
 namespace gridtrain::config {
 
-std::string Endpoint::to_string() const {
+std::string HostPort::to_string() const {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
 }
 
-Result<Endpoint> parse_endpoint(std::string_view text) {
+Result<HostPort> parse_host_port(std::string_view text) {
   const std::string found = "'" + printable(text) + "'";
   auto fail = [&](std::string what) { return Error{.message = "expected " + what + ", found " + found}; };
   if (text.empty()) return Error{.message = "expected host:port, found an empty string"};
@@ -41,16 +41,16 @@ Result<Endpoint> parse_endpoint(std::string_view text) {
   const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
   if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value > 65535)
     return fail("a port in 0..65535 after ':'");
-  return Endpoint{std::string(host), static_cast<std::uint16_t>(value)};
+  return HostPort{std::string(host), static_cast<std::uint16_t>(value)};
 }
 
-Result<std::vector<Endpoint>> parse_endpoint_list(std::string_view text) {
-  std::vector<Endpoint> out;
+Result<std::vector<HostPort>> parse_host_port_list(std::string_view text) {
+  std::vector<HostPort> out;
   std::size_t item = 0;
   for (std::size_t begin = 0;; ++item) {
     const std::size_t comma = text.find(',', begin);
     const std::string_view one = text.substr(begin, comma == std::string_view::npos ? text.npos : comma - begin);
-    auto parsed = parse_endpoint(one);
+    auto parsed = parse_host_port(one);
     if (!parsed) return Error{.message = "item " + std::to_string(item + 1) + ": " + parsed.error().message};
     if (std::find(out.begin(), out.end(), parsed.value()) != out.end())
       return Error{.message = "item " + std::to_string(item + 1) + ": " + parsed.value().to_string() +
