@@ -100,9 +100,8 @@ class NodeHandle {
   // Its data plane endpoint's counters: read without a request, so cheap enough for every learner step, and kept
   // after the node ended (its last counts). Null for a node whose handle was made elsewhere.
   const std::shared_ptr<const DataCounters>& data_counters() const { return data_counters_; }
-  // Of those: rounds completed on the node's lines (0 without counters), and whether it averages now.
+  // Of those: rounds completed on the node's lines (0 without counters).
   std::uint64_t rounds_done() const { return data_counters_ ? actors::rounds_done(*data_counters_) : 0; }
-  bool averaging() const { return data_counters_ && actors::averaging(*data_counters_); }
   // allreduce.every_steps: `rounds` more rounds for this node's LineMaster of `dim`, if it masters a line now or
   // later. Without NodeOptions::paced_by_every_steps there is no budget to raise, and this does nothing.
   void allow_rounds(std::uint32_t dim, std::uint64_t rounds) const;

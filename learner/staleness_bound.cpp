@@ -1,5 +1,7 @@
 #include "learner/staleness_bound.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <thread>
 
 namespace gridtrain::learner {
@@ -31,7 +33,10 @@ std::chrono::nanoseconds StalenessBound::wait(std::uint64_t steps, const std::fu
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ended = rounds_() != rounds_seen_ || !averaging_() || (stop && stop());
   }
-  if (!ended) ++gave_up_;
+  if (!ended && ++gave_up_ == 1)
+    spdlog::warn("no round completed within {} ms of reaching allreduce.staleness_bound ({} steps): training goes on "
+                 "for another {} steps before it waits again (said once)",
+                 max_wait_.count(), bound_, bound_);
   rounds_seen_ = rounds_();
   steps_at_round_ = steps;
   return clock::now() - start;

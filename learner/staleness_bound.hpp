@@ -1,11 +1,11 @@
 #pragma once
-// StalenessBound: allreduce.staleness_bound = s > 0 keeps a learner at most s steps past the last round completed
-// on its node's lines. After each step the learner asks reached(); when it has, it lets one more round start (where
-// it paces them) and calls wait(), which returns once a round completes, the node no longer averages (no line with
-// a peer: a node alone never waits), the caller says stop, or kMaxStalenessWait went by (then training goes on for
-// another s steps before it waits again). Where a slow link is what limits the rounds, this trades the learner's
-// speed for replicas that stay close; s = 0, the default, never waits. The Trainer (gridnode) and the PyTorch front
-// end's step() both use it.
+// StalenessBound: allreduce.staleness_bound = s > 0 keeps a learner at most s steps past the last round completed on
+// its node's lines. After each step the learner asks reached(); when it has, it lets one more round start (where it
+// paces them) and calls wait(), which returns once a round completes, the node no longer averages (no line with a
+// peer: a node alone never waits), the caller says stop, or kMaxStalenessWait went by (then training goes on for
+// another s steps before it waits again; the first give-up is logged). Where a slow link is what limits the rounds,
+// this trades the learner's speed for replicas that stay close; s = 0, the default, never waits. The Trainer
+// (gridnode) and the PyTorch front end's step() both use it.
 
 #include <chrono>
 #include <cstdint>

@@ -122,12 +122,7 @@ void Trainer::run() {
     if (bound.reached(l.steps())) {
       // Where the learner paces the rounds, the line may be waiting for this node's allowance.
       if (setup_.on_every_steps) setup_.on_every_steps();
-      const std::uint64_t gave_up = bound.gave_up();
       waited += bound.wait(l.steps(), [this] { return stop_.load(); });
-      if (bound.gave_up() > gave_up && gave_up == 0 && !stop_.load())
-        spdlog::warn("no round completed within {} s of reaching allreduce.staleness_bound ({} steps): training "
-                     "goes on for another {} steps before it waits again (said once)",
-                     kMaxStalenessWait.count(), setup_.staleness_bound, setup_.staleness_bound);
     }
     if (ckpt_every && !setup_.checkpoint_path.empty() && l.steps() % ckpt_every == 0) {
       if (Status written = write_checkpoint(); !written) return finish(written);
