@@ -284,6 +284,17 @@ int main(int argc, char** argv) {
       }
       if (!first || !last || last->rounds <= first->rounds) {
         std::printf("%5ld %12ld  no rounds measured\n", p, s);
+        // Say why: which nodes the cluster lacks (never placed, or gone), with the end of what each printed.
+        auto view = runtime.grid_view(seed_endpoint, credentials.value(), 10s);
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+          const bool placed = view && std::any_of(view.value().nodes.begin(), view.value().nodes.end(),
+                                                  [&](const auto& n) { return n.place.address == node_addresses[i]; });
+          if (placed) continue;
+          const std::string out = nodes[i]->output();
+          std::fprintf(stderr, "note: node %zu (%s) is not in the cluster%s; the end of its output:\n%s\n", i,
+                       node_addresses[i].c_str(), view ? "" : " (no view from the seed)",
+                       out.substr(out.size() > 3000 ? out.size() - 3000 : 0).c_str());
+        }
         all_ok = false;
         continue;
       }
