@@ -161,11 +161,15 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   std::string where(l.backend_name());
   if (!l.backend_note().empty())
     where += fmt::format(" (learner.device {}: {})", config::to_string(l.config().device), l.backend_note());
+  // On a GPU, where the shard is (learner.data_on_device auto places it by its size): on the CPU it can only be
+  // in host memory, which goes without saying.
+  const std::string data = l.backend_name() != "cpu" || l.data_on_device() ? ", the shard " + l.data_note() : "";
   telemetry::tell("training",
-                  fmt::format("training on {}: {} parameters, {} samples in this node's shard, batch {}", where,
-                              l.model().parameter_count(), l.train_set().count, l.config().batch),
+                  fmt::format("training on {}: {} parameters, {} samples in this node's shard, batch {}{}", where,
+                              l.model().parameter_count(), l.train_set().count, l.config().batch, data),
                   {{"backend", l.backend_name()},
                    {"note", l.backend_note()},
+                   {"data", l.data_note()},
                    {"parameters", l.model().parameter_count()},
                    {"samples", l.train_set().count},
                    {"batch", l.config().batch}});

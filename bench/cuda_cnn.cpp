@@ -73,11 +73,11 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
-    std::printf("gridtrain %s: test accuracy after %d epochs: %.4f\n", std::string(l.backend_name()).c_str(), o.epochs,
-                accuracy);
+    std::printf("gridtrain %s %s: test accuracy after %d epochs: %.4f\n", std::string(l.backend_name()).c_str(),
+                std::string(config::to_string(o.precision)).c_str(), o.epochs, accuracy);
   }
-  std::printf("gridtrain %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
-              std::string(l.backend_name()).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
+  std::printf("gridtrain %s %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
+              std::string(l.backend_name()).c_str(), std::string(config::to_string(o.precision)).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
               1e3 * timed_seconds / timed_steps);
   // What sharing the model with the store cost: on CUDA its loads and the mirror's cycles, on the CPU a snapshot
   // per step and per evaluation.

@@ -17,6 +17,7 @@ namespace gridtrain::bench {
 struct CnnOptions {
   std::string data = "/usr/share/datasets/fashion-mnist";  // the four IDX files (gzip or plain)
   config::Device device = config::Device::cuda;
+  config::Precision precision = config::Precision::fp32;
   int epochs = 15;
   int batch = 64;
   double learning_rate = 0.01;
@@ -29,8 +30,9 @@ struct CnnOptions {
 
 inline void usage(const char* name) {
   std::fprintf(stderr,
-               "usage: %s [--data DIR] [--device cuda|cpu|auto] [--epochs E] [--batch B] [--lr RATE]\n"
-               "          [--weight-decay L2] [--steps N] [--nodes N] [--every K] [--alpha A]\n",
+               "usage: %s [--data DIR] [--device cuda|cpu|auto] [--precision fp32|tf32|bf16] [--epochs E]\n"
+               "          [--batch B] [--lr RATE] [--weight-decay L2] [--steps N] [--nodes N] [--every K]\n"
+               "          [--alpha A]\n",
                name);
   std::exit(2);
 }
@@ -51,6 +53,10 @@ inline CnnOptions parse(int argc, char** argv) {
         o.device = config::Device::automatic;
       else
         usage(argv[0]);
+    } else if (is("--precision")) {
+      const auto p = config::parse_enum<config::Precision>(argv[++i]);
+      if (!p) usage(argv[0]);
+      o.precision = *p;
     } else if (is("--epochs"))
       o.epochs = std::atoi(argv[++i]);
     else if (is("--batch"))
@@ -78,6 +84,7 @@ inline CnnOptions parse(int argc, char** argv) {
 inline config::LearnerConfig cnn_learner(const CnnOptions& o) {
   config::LearnerConfig c = config::defaults().learner;
   c.device = o.device;
+  c.precision = o.precision;
   c.seed = 1;
   c.batch = o.batch;
   c.epochs = o.epochs;

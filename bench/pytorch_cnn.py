@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
 """The Fashion-MNIST CNN of bench/cuda_cnn.cpp in PyTorch eager, on the same GPU, for the side-by-side figure.
 
-    python3 bench/pytorch_cnn.py [--data DIR] [--epochs 15] [--batch 64] [--lr 0.01] [--steps N]
-    python3 bench/pytorch_cnn.py --graphs --steps N [--batch 64] [--data DIR]
+    python3 bench/pytorch_cnn.py [--data DIR] [--epochs 15] [--batch 64] [--lr 0.01] [--steps N] [--precision P]
+    python3 bench/pytorch_cnn.py --graphs --steps N [--batch 64] [--data DIR] [--precision P]
 
 The same model (conv 5x5x32 pad 2 -> relu -> maxpool 2 -> conv 5x5x64 pad 2 -> relu -> maxpool 2 -> dense 1024
 -> relu -> dense 10), the same initialisation scheme (He normal for layers that feed a relu, Xavier normal for the
 last, zero biases), the same standardisation, batch, momentum 0.9, weight decay and per-step cosine schedule.
 Momentum differs only in form: torch's v <- mu*v + g, w <- w - lr*v equals gridtrain's v <- mu*v - lr*g,
-w <- w + v at a constant rate. FP32 throughout: TF32 is switched off for cuBLAS and cuDNN, as gridtrain uses none.
+w <- w + v at a constant rate. --precision as gridtrain's learner.precision: fp32 (the default) with TF32 switched
+off for cuBLAS and cuDNN; tf32 with it on (PyTorch's cuDNN default); bf16 as PyTorch's mixed precision does it,
+the forward pass and the loss under torch.autocast(dtype=torch.bfloat16), FP32 weights and optimizer (BF16 needs
+no gradient scaler).
 Like gridtrain, the training set stays in (pinned) host memory and each minibatch is copied up per step.
 samples/s counts training steps only, after 50 warm-up steps, with the GPU synchronised at both ends.
 
 --graphs times PyTorch the way a user who wants its speed runs it, the strongest single-GPU setup: the training
 set resident on the GPU, each minibatch gathered there, the whole step (forward, backward, SGD with momentum)
-captured once as a CUDA graph and replayed, no synchronisation between steps, timed with CUDA events. Still FP32
-(TF32 off). It measures samples/s only (--steps): a replayed graph keeps its learning rate fixed.
+captured once as a CUDA graph and replayed, no synchronisation between steps, timed with CUDA events, in
+--precision (autocast inside the capture for bf16). It measures samples/s only (--steps): a replayed graph keeps its
+learning rate fixed.
 """
 
 import argparse
+import contextlib
 import gzip
 import math
 import time
@@ -44,6 +49,16 @@ def load(folder, prefix):
     images = (images - MEAN) / STD
     labels = read_idx(f"{folder}/{prefix}-labels-idx1-ubyte.gz").astype(np.int64)
     return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels)
+
+
+def set_precision(precision):
+    """TF32 on or off for cuBLAS and cuDNN; returns the autocast context for the forward pass and the loss."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if precision == "bf16":
+        return lambda: torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext
 
 
 class Cnn(torch.nn.Module):
@@ -75,14 +90,14 @@ def main():
     parser.add_argument("--weight-decay", type=float, default=5e-4)
     parser.add_argument("--steps", type=int, default=0, help="time this many steps only, no accuracy")
     parser.add_argument("--graphs", action="store_true", help="data on the GPU, the step as a CUDA graph (--steps)")
+    parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
     args = parser.parse_args()
     if args.graphs:
         if args.steps <= 0:
             parser.error("--graphs times steps only: give --steps N")
         return time_graphs(args)
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    autocast = set_precision(args.precision)
     torch.manual_seed(1)
     device = torch.device("cuda")
     train_x, train_y = load(args.data, "train")
@@ -100,7 +115,7 @@ def main():
         opt, lambda step: 0.5 * (1 + math.cos(math.pi * min(step / steps_per_epoch, args.epochs) / args.epochs)))
     print(f"cnn on torch {torch.__version__} {torch.cuda.get_device_name()}: "
           f"{sum(p.numel() for p in model.parameters())} parameters, batch {args.batch}, lr {args.lr}, "
-          f"{args.epochs} epochs", flush=True)
+          f"{args.epochs} epochs, {args.precision}", flush=True)
 
     timed_seconds, timed_steps, timed_samples, step = 0.0, 0, 0, 0
     gen = torch.Generator().manual_seed(1)
@@ -110,7 +125,8 @@ def main():
         loss, correct = 0.0, 0
         with torch.no_grad():
             for start in range(0, test_x.shape[0], 1000):
-                logits = model(test_x[start:start + 1000])
+                with autocast():
+                    logits = model(test_x[start:start + 1000]).float()
                 loss += F.cross_entropy(logits, test_y[start:start + 1000], reduction="sum").item()
                 correct += (logits.argmax(1) == test_y[start:start + 1000]).sum().item()
         model.train()
@@ -132,7 +148,8 @@ def main():
             idx = order[first:first + args.batch]
             x = train_x[idx].pin_memory().to(device, non_blocking=True)
             y = train_y[idx].pin_memory().to(device, non_blocking=True)
-            loss = F.cross_entropy(model(x), y)
+            with autocast():
+                loss = F.cross_entropy(model(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -149,14 +166,13 @@ def main():
             print(f"{step // steps_per_epoch:>6} {min(step * args.batch, step // steps_per_epoch * count):>10} "
                   f"{timed_samples / max(timed_seconds, 1e-9):>12.0f} {test_loss:>10.4f} {accuracy:>13.4f}", flush=True)
     if args.steps == 0:
-        print(f"pytorch eager: test accuracy after {args.epochs} epochs: {accuracy:.4f}")
-    print(f"pytorch eager: {timed_samples / timed_seconds:.0f} samples/s (batch {args.batch}, {timed_steps} timed steps, "
-          f"{1e3 * timed_seconds / timed_steps:.3f} ms/step)")
+        print(f"pytorch eager {args.precision}: test accuracy after {args.epochs} epochs: {accuracy:.4f}")
+    print(f"pytorch eager {args.precision}: {timed_samples / timed_seconds:.0f} samples/s (batch {args.batch}, "
+          f"{timed_steps} timed steps, {1e3 * timed_seconds / timed_steps:.3f} ms/step)")
 
 
 def time_graphs(args):
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    autocast = set_precision(args.precision)
     torch.backends.cudnn.benchmark = True  # cuDNN times its algorithms once per shape, as gridtrain's backend does
     torch.manual_seed(1)
     device = torch.device("cuda")
@@ -180,13 +196,16 @@ def time_graphs(args):
     with torch.cuda.stream(side):
         for _ in range(5):
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(static_x), static_y).backward()
+            with autocast():
+                warm_loss = F.cross_entropy(model(static_x), static_y)
+            warm_loss.backward()
             opt.step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        static_loss = F.cross_entropy(model(static_x), static_y)
+        with autocast():
+            static_loss = F.cross_entropy(model(static_x), static_y)
         static_loss.backward()
         opt.step()
 
@@ -206,7 +225,7 @@ def time_graphs(args):
     end.record()
     torch.cuda.synchronize()
     ms = start.elapsed_time(end) / args.steps
-    print(f"pytorch graphs: {args.batch / ms * 1e3:.0f} samples/s (batch {args.batch}, {args.steps} timed steps, "
+    print(f"pytorch graphs {args.precision}: {args.batch / ms * 1e3:.0f} samples/s (batch {args.batch}, {args.steps} timed steps, "
           f"{ms:.3f} ms/step, data on the GPU, one CUDA graph per step, loss {static_loss.item():.3f}, "
           f"torch {torch.__version__} {torch.cuda.get_device_name()})")
 

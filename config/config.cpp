@@ -185,6 +185,19 @@ Status validate(const LoadState& state, const std::string& source) {
                                  "the cluster CA), found \"\"");
     }
   }
+  // The CPU backend has FP32 arithmetic only (OpenBLAS's sgemm; Debian's OpenBLAS is built without its BF16
+  // products) and its training set is in host memory anyway. With learner.device auto the backend is chosen at
+  // start, and the same refusals come from there (learner/backend_factory.cpp).
+  if (c.learner.kind == LearnerKind::model && c.learner.device == Device::cpu) {
+    if (c.learner.precision != Precision::fp32)
+      return at("learner.precision", "expected fp32 with learner.device cpu, found " +
+                                         std::string(to_string(c.learner.precision)) +
+                                         ": the CPU backend computes in FP32 only (" +
+                                         std::string(to_string(c.learner.precision)) + " needs a GPU)");
+    if (c.learner.data_on_device == DataOnDevice::yes)
+      return at("learner.data_on_device",
+                "expected auto or false with learner.device cpu, found true: the CPU backend has no device memory");
+  }
   if (c.checkpoint.every > 0 && c.checkpoint.dir.empty())
     return at("checkpoint.every", "expected 0 (off) while checkpoint.dir is \"\", found " +
                                       std::to_string(c.checkpoint.every));

@@ -114,6 +114,8 @@ struct LearnerConfig {
   int probe_floats = 0;
   std::optional<double> probe_value;  // nullopt = derived from the node id
   Device device = Device::automatic;
+  Precision precision = Precision::fp32;
+  DataOnDevice data_on_device = DataOnDevice::automatic;
   std::uint64_t seed = 0;
   int batch = 0;
   int epochs = 0;

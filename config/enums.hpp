@@ -20,6 +20,12 @@ using allreduce::WireFormat;
 // the process that hosts the node (the PyTorch front end), and the learner and data sections are not used.
 enum class LearnerKind { model, probe, external };
 enum class Device { automatic, cpu, cuda };
+// The arithmetic of the learner's products (learner.precision): fp32 throughout; tf32, FP32 data multiplied on
+// tensor cores with a 10-bit mantissa; bf16, the products' inputs rounded to BF16, FP32 accumulation and FP32
+// master weights. The CPU backend computes fp32 only.
+enum class Precision { fp32, tf32, bf16 };
+// Where the training set lives while training (learner.data_on_device): automatic = on the GPU when it fits there.
+enum class DataOnDevice { automatic, yes, no };
 enum class OptimizerKind { sgd, momentum };
 enum class Schedule { constant, step, cosine };
 // How the learning rate grows with the cluster's size N (learner.optimizer.scale_with_nodes): N nodes that average
@@ -58,6 +64,14 @@ struct EnumNames<LearnerKind> {
 template <>
 struct EnumNames<Device> {
   static constexpr std::string_view names[] = {"auto", "cpu", "cuda"};
+};
+template <>
+struct EnumNames<Precision> {
+  static constexpr std::string_view names[] = {"fp32", "tf32", "bf16"};
+};
+template <>
+struct EnumNames<DataOnDevice> {
+  static constexpr std::string_view names[] = {"auto", "true", "false"};
 };
 template <>
 struct EnumNames<OptimizerKind> {

@@ -470,6 +470,12 @@ Schema::Schema() {
           "probe: the initial value; null = derived from the node id"));
   add(key(FIELD(learner, device), EnumCodec<Device>{}, Device::automatic,
           "where the learner runs; auto = a GPU if there is one"));
+  add(key(FIELD(learner, precision), EnumCodec<Precision>{}, Precision::fp32,
+          "the products' arithmetic on a GPU: fp32, tf32 (tensor cores, 10-bit mantissa) or bf16 (BF16 inputs, FP32 "
+          "sums and master weights); the CPU computes fp32 only"));
+  add(key(FIELD(learner, data_on_device), EnumCodec<DataOnDevice>{}, DataOnDevice::automatic,
+          "the training set in GPU memory, minibatches gathered there: auto = when it fits; true refuses to start "
+          "where it cannot"));
   add(key(FIELD(learner, seed), Uint64Codec{}, 1, "model initialization seed"));
   add(key(FIELD(learner, batch), IntCodec{at_least(1)}, 64, "minibatch size"));
   add(key(FIELD(learner, epochs), IntCodec{at_least(1)}, 10, "passes over the node's shard"));

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -91,6 +92,22 @@ class Backend {
   virtual void hand_to_host() = 0;
 
   virtual StoreTransfers store_transfers() const = 0;
+
+  // --- The training set in backend memory (learner.data_on_device, learner/data_placement.hpp) ---------------
+
+  // Free device memory in bytes; nullopt for a backend that computes in host memory (the CPU).
+  virtual std::optional<std::size_t> free_bytes() = 0;
+  // Keeps the training set (count samples of sample_floats floats, and their labels) in backend memory, for
+  // gather(). CUDA copies it to the device; the CPU keeps a view, so `images` and `labels` must outlive the
+  // backend there. REQUIRES: called at most once.
+  virtual void hold_training_set(std::span<const float> images, std::span<const std::int32_t> labels,
+                                 std::size_t sample_floats) = 0;
+  // The epoch's order of samples, for gather(). REQUIRES: hold_training_set(); order.size() == its count.
+  virtual void hold_order(std::span<const std::uint32_t> order) = 0;
+  // A minibatch gathered in backend memory: inputs[n] = images[order[first + n]] and labels[n] =
+  // labels[order[first + n]] for n < batch, queued like a layer's work.
+  // REQUIRES: hold_order(); first + batch <= count; inputs and labels backend memory of batch samples.
+  virtual void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) = 0;
 };
 
 }  // namespace gridtrain::learner

@@ -71,27 +71,33 @@ const Module& module() {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(std::string& why) {
+std::unique_ptr<Backend> make_cuda_backend(std::string& why, config::Precision precision) {
   const Module& m = module();
   if (!m.create) {
     why = m.why;
     return nullptr;
   }
   char error[512] = {};
-  Backend* backend = m.create(cuda_backend_abi, error, sizeof error);
+  const CudaBackendOptions options{.precision = precision};
+  Backend* backend = m.create(cuda_backend_abi, error, sizeof error, &options);
   if (!backend) why = error[0] ? error : "the CUDA backend could not start";
   return std::unique_ptr<Backend>(backend);
 }
 
-Result<BackendChoice> make_backend(config::Device device) {
+Result<BackendChoice> make_backend(config::Device device, config::Precision precision) {
   BackendChoice choice;
   if (device != config::Device::cpu) {
     std::string why;
-    if ((choice.backend = make_cuda_backend(why))) return choice;
+    if ((choice.backend = make_cuda_backend(why, precision))) return choice;
     if (device == config::Device::cuda)
       return Error{
           .key = "learner.device",
           .message = "expected a usable GPU for cuda, found none: " + why + " (use auto to fall back to the CPU)"};
+    if (precision != config::Precision::fp32)
+      return Error{.key = "learner.precision",
+                   .message = "expected fp32 on the CPU backend, found " + std::string(config::to_string(precision)) +
+                              ": learner.device auto found no usable GPU (" + why + ") and the CPU computes in FP32 "
+                              "only; set learner.precision fp32 to train on the CPU"};
     choice.note = std::move(why);
   }
   choice.backend = std::make_unique<CpuBackend>();

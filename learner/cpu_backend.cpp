@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/check.hpp"
 #include "base/large_buffer.hpp"
 #include "learner/layer_cpu.hpp"
 #include "learner/optimizer.hpp"
@@ -57,6 +58,28 @@ void CpuBackend::update(double learning_rate) {
     std::span<const float> grad(grads_ + offsets_[t], offsets_[t + 1] - offsets_[t]);
     std::lock_guard<std::mutex> hold(store_->mutex(t));
     optimizer_->apply(t, store_->data(t), grad, learning_rate);
+  }
+}
+
+void CpuBackend::hold_training_set(std::span<const float> images, std::span<const std::int32_t> labels,
+                                   std::size_t sample_floats) {
+  GRIDTRAIN_REQUIRE(sample_floats > 0 && images.size() == labels.size() * sample_floats);
+  images_ = images;
+  labels_ = labels;
+  sample_floats_ = sample_floats;
+}
+
+void CpuBackend::hold_order(std::span<const std::uint32_t> order) {
+  GRIDTRAIN_REQUIRE(order.size() == labels_.size());
+  order_.assign(order.begin(), order.end());
+}
+
+void CpuBackend::gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) {
+  GRIDTRAIN_REQUIRE(batch >= 0 && first + static_cast<std::size_t>(batch) <= order_.size());
+  for (int n = 0; n < batch; ++n) {
+    const std::uint32_t s = order_[first + n];
+    std::memcpy(inputs + n * sample_floats_, images_.data() + s * sample_floats_, sample_floats_ * sizeof(float));
+    labels[n] = labels_[s];
   }
 }
 

@@ -4,6 +4,9 @@
 // the optimizer updates the store itself (learner/backend.hpp).
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "learner/backend.hpp"
@@ -27,6 +30,13 @@ class CpuBackend final : public Backend {
   void hand_to_host() override {}
   StoreTransfers store_transfers() const override { return transfers_; }
 
+  // The set stays where the Learner has it: a view, and the gather a host copy (learner/data_placement.hpp).
+  std::optional<std::size_t> free_bytes() override { return std::nullopt; }
+  void hold_training_set(std::span<const float> images, std::span<const std::int32_t> labels,
+                         std::size_t sample_floats) override;
+  void hold_order(std::span<const std::uint32_t> order) override;
+  void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) override;
+
  private:
   // Set by attach().
   ParameterStore* store_ = nullptr;
@@ -35,6 +45,12 @@ class CpuBackend final : public Backend {
   float* params_ = nullptr;
   const float* grads_ = nullptr;
   StoreTransfers transfers_;
+
+  // Set by hold_training_set() and hold_order().
+  std::span<const float> images_;
+  std::span<const std::int32_t> labels_;
+  std::size_t sample_floats_ = 0;
+  std::vector<std::uint32_t> order_;
 };
 
 }  // namespace gridtrain::learner

@@ -70,6 +70,11 @@ class Loss {
     return result();
   }
 
+  // Backend memory for the maximum batch's labels, which a gather (Backend::gather) writes for score_gathered().
+  virtual std::int32_t* gathered_labels() = 0;
+  // score() with the labels already at gathered_labels().
+  virtual void score_gathered(int batch, const float* logits) = 0;
+
   // dlogits = d(mean loss)/d(logits) = (softmax(logits) - onehot(labels)) / batch.
   // REQUIRES: score() on this batch was the last call (result() may come between).
   virtual void backward(int batch, const std::int32_t* labels, float* dlogits) = 0;

@@ -254,7 +254,11 @@ class MaxPoolLayer final : public Layer {
 
 class SoftmaxCrossEntropy final : public Loss {
  public:
-  SoftmaxCrossEntropy(int classes, int max_batch) : classes_(classes), probs_(std::size_t(max_batch) * classes) {}
+  SoftmaxCrossEntropy(int classes, int max_batch)
+      : classes_(classes), probs_(std::size_t(max_batch) * classes), gathered_(static_cast<std::size_t>(max_batch)) {}
+
+  std::int32_t* gathered_labels() override { return gathered_.data(); }
+  void score_gathered(int batch, const float* logits) override { score(batch, logits, gathered_.data()); }
 
   void score(int batch, const float* logits, const std::int32_t* labels) override {
     result_ = {};
@@ -298,6 +302,7 @@ class SoftmaxCrossEntropy final : public Loss {
  private:
   int classes_;
   std::vector<float> probs_;
+  std::vector<std::int32_t> gathered_;
   LossResult result_;
 };
 

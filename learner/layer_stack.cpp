@@ -53,22 +53,34 @@ void LayerStack::start_forward(int batch, std::span<const float> inputs, std::sp
   GRIDTRAIN_REQUIRE(inputs.size() == model_.input_floats() * static_cast<std::size_t>(batch));
   GRIDTRAIN_REQUIRE(labels.size() == static_cast<std::size_t>(batch));
   backend_.upload(inputs, acts_.data());
+  run_layers(batch);
+  std::copy(labels.begin(), labels.end(), labels_.begin());
+  forward_labels_ = labels_.data();
+  loss_->score(batch, acts_.data() + act_offset_[model_.layers().size() - 1], labels_.data());
+}
+
+void LayerStack::start_forward_in_place(int batch) {
+  GRIDTRAIN_REQUIRE(batch >= 1 && batch <= max_batch_);
+  run_layers(batch);
+  forward_labels_ = loss_->gathered_labels();
+  loss_->score_gathered(batch, acts_.data() + act_offset_[model_.layers().size() - 1]);
+}
+
+void LayerStack::run_layers(int batch) {
   const auto& shapes = model_.layers();
   const std::size_t last = shapes.size() - 1;  // the loss
   for (std::size_t i = 0; i < last; ++i) {
     if (!layers_[i]) continue;
     layers_[i]->forward(batch, acts_.data() + act_offset_[i], acts_.data() + act_offset_[i + 1], params_of(shapes[i]));
   }
-  std::copy(labels.begin(), labels.end(), labels_.begin());
   batch_ = batch;
-  loss_->score(batch, acts_.data() + act_offset_[last], labels_.data());
 }
 
 void LayerStack::backward() {
   GRIDTRAIN_REQUIRE(batch_ >= 1);
   const auto& shapes = model_.layers();
   const std::size_t last = shapes.size() - 1;
-  loss_->backward(batch_, labels_.data(), dacts_.data() + act_offset_[last]);
+  loss_->backward(batch_, forward_labels_, dacts_.data() + act_offset_[last]);
   for (std::size_t i = last; i-- > 0;) {
     if (!layers_[i]) continue;
     float* dx = needs_dx_[i] ? dacts_.data() + act_offset_[i] : nullptr;

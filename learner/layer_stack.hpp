@@ -38,6 +38,12 @@ class LayerStack {
   // forward() without waiting for the loss: a backend may still be computing it (Loss::score). A training step
   // queues backward() and the update before it asks loss().
   void start_forward(int batch, std::span<const float> inputs, std::span<const std::int32_t> labels);
+  // start_forward() on a minibatch already in place in backend memory, at input() and labels(): where a gather
+  // (Backend::gather) writes it.
+  void start_forward_in_place(int batch);
+  float* input() { return acts_.data(); }
+  std::int32_t* labels() { return loss_->gathered_labels(); }
+
   // The last forward's loss, once computed. REQUIRES: start_forward() ran since the last loss().
   LossResult loss() { return loss_->result(); }
 
@@ -50,6 +56,7 @@ class LayerStack {
   const float* output(int i) const { return acts_.data() + act_offset_[i + 1]; }
 
  private:
+  void run_layers(int batch);  // every layer's forward, from input() on; not the loss
   LayerParams params_of(const LayerShape& layer) const;
   LayerGrads grads_of(const LayerShape& layer);
 
@@ -64,6 +71,7 @@ class LayerStack {
   std::vector<bool> needs_dx_;  // some layer before this one has parameters
   Buffer acts_, dacts_, params_, grads_;
   std::vector<std::int32_t> labels_;
+  const std::int32_t* forward_labels_ = nullptr;  // the last forward's, for backward(): labels_ or the loss's own
   int batch_ = 0;  // of the last forward(); 0 after backward()
 };
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,7 +45,7 @@ Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& co
   auto model = Model::build(config.model);
   if (!model.ok()) return model.error();
   if (train.count == 0) return data_error("expected a training shard with at least one sample, found none");
-  auto backend = make_backend(config.device);
+  auto backend = make_backend(config.device, config.precision);
   if (!backend.ok()) return backend.error();
   set_blas_threads(config.threads);
   std::unique_ptr<Learner> learner;
@@ -56,7 +57,19 @@ Result<std::unique_ptr<Learner>> Learner::create(const config::LearnerConfig& co
     return backend_error(name, e);
   }
   if (auto ok = learner->check(learner->train_); !ok.ok()) return ok.error();
+  if (Status placed = learner->place_data(); !placed.ok()) return placed.error();
   return learner;
+}
+
+Status Learner::place_data() {
+  std::optional<std::size_t> free;
+  if (Status asked = on_backend([&] { free = backend_->free_bytes(); }); !asked.ok()) return asked;
+  const std::size_t bytes = train_.images.size() * sizeof(float) + train_.labels.size() * sizeof(std::int32_t);
+  auto placed = place_training_set(config_.data_on_device, config_.device, free, bytes);
+  if (!placed.ok()) return placed.error();
+  data_ = std::move(placed).value();
+  if (!data_.on_device) return {};
+  return on_backend([&] { backend_->hold_training_set(train_.images, train_.labels, train_.sample_floats); });
 }
 
 Learner::Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend)
@@ -119,24 +132,36 @@ Status Learner::check(const Dataset& data) const {
 void Learner::start_epoch() {
   shuffle(order_, config_.seed, epoch());
   position_ = 0;
+  order_held_ = false;
 }
 
-Result<StepResult> Learner::step() {
-  const std::size_t count = train_.count;
-  const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
+void Learner::start_forward(int batch) {
+  if (data_.on_device) {
+    if (!order_held_) backend_->hold_order(order_);
+    order_held_ = true;
+    backend_->gather(position_, batch, stack_.input(), stack_.labels());
+    stack_.start_forward_in_place(batch);
+    return;
+  }
   const std::size_t floats = train_.sample_floats;
   for (int n = 0; n < batch; ++n) {
     const std::uint32_t s = order_[position_ + n];
     std::memcpy(inputs_.data() + n * floats, train_.images.data() + s * floats, floats * sizeof(float));
     labels_[n] = train_.labels[s];
   }
+  stack_.start_forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+}
+
+Result<StepResult> Learner::step() {
+  const std::size_t count = train_.count;
+  const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count,
                                                            cluster_size());
 
   LossResult loss;
   const Status ran = on_backend([&] {
     backend_->prepare();
-    stack_.start_forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+    start_forward(batch);
     stack_.backward();
     backend_->update(learning_rate);
     loss = stack_.loss();  // after the backward pass and update are queued: a GPU keeps busy while the host waits

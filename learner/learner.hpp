@@ -20,7 +20,10 @@
 // device a few steps after it landed, but none is lost.
 //
 // Minibatches: each epoch visits every sample of the shard once, in an order shuffled from (seed, epoch); the
-// last minibatch of an epoch may be smaller. The order depends only on the seed, the epoch and the shard, so
+// last minibatch of an epoch may be smaller. Where learner.data_on_device places the shard in backend memory
+// (learner/data_placement.hpp), the backend gathers each minibatch there from the epoch's order, which it holds
+// from the epoch's first step; else the learner gathers it here and the backend uploads it. Both give the same
+// minibatches. The order depends only on the seed, the epoch and the shard, so
 // progress is restored from the step count alone (restore_progress).
 //
 // Threads: one thread calls step(), evaluate(), synchronize(), optimizer_state() and restore_progress();
@@ -43,6 +46,7 @@
 #include "base/result.hpp"
 #include "learner/backend.hpp"
 #include "learner/backend_factory.hpp"
+#include "learner/data_placement.hpp"
 #include "learner/dataset.hpp"
 #include "learner/layer_stack.hpp"
 #include "learner/model.hpp"
@@ -92,6 +96,8 @@ class Learner {
   const Dataset& train_set() const { return train_; }
   std::string_view backend_name() const { return backend_->name(); }  // "cpu" or "cuda"
   const std::string& backend_note() const { return backend_note_; }   // device auto on the CPU: why not CUDA
+  bool data_on_device() const { return data_.on_device; }                // learner.data_on_device's outcome
+  const std::string& data_note() const { return data_.why; }            // where the shard is, and why
   // What sharing the model with the store has cost so far. REQUIRES: the learner's thread.
   StoreTransfers store_transfers() const { return backend_->store_transfers(); }
 
@@ -128,6 +134,10 @@ class Learner {
   Learner(const config::LearnerConfig& config, Model model, Dataset train, BackendChoice backend);
 
   void start_epoch();
+  // Places the shard as learner.data_on_device says, holding it in backend memory when it goes there.
+  Status place_data();
+  // The minibatch of `batch` samples from position_ into the stack, and the forward pass started.
+  void start_forward(int batch);
   // Runs fn, which calls into the backend; an exception it throws fails the learner (failed_), and is returned.
   template <class Fn>
   Status on_backend(Fn&& fn);
@@ -139,12 +149,14 @@ class Learner {
   Optimizer optimizer_;
   std::unique_ptr<Backend> backend_;
   std::string backend_note_;
+  DataPlacement data_;
   LayerStack stack_;
   Status failed_;  // the backend's failure, once it failed
 
   int steps_per_epoch_ = 0;
   std::vector<std::uint32_t> order_;  // this epoch's sample order
   std::size_t position_ = 0;          // next sample in order_
+  bool order_held_ = false;           // the backend holds order_ (data_.on_device)
   std::vector<float> inputs_;         // one minibatch, gathered
   std::vector<std::int32_t> labels_;
 

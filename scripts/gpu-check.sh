@@ -2,13 +2,15 @@
 # Every GPU check and benchmark of the CUDA backend, in one run, on a GPU machine:
 #   1. builds the learner, the CUDA module, the learner tests and the CUDA benchmarks (CUDA required);
 #   2. runs the learner tests, the CUDA ones included (they must not skip here);
-#   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch, side by side: samples/s at the same batch
-#      (PyTorch eager, and PyTorch at its fastest: data on the GPU, the step as a CUDA graph), then test accuracy
-#      after 15 epochs each (gridtrain and PyTorch eager);
+#   3. runs the CNN on Fashion-MNIST in gridtrain and in PyTorch, side by side, in each learner.precision (fp32,
+#      tf32, bf16; PyTorch's bf16 is autocast): samples/s at batch 64 and 256 (PyTorch eager, and PyTorch at its
+#      fastest: data on the GPU, the step as a CUDA graph), then test accuracy after 15 epochs (gridtrain in
+#      each precision, PyTorch eager in fp32);
 #   4. times every cuDNN convolution algorithm on the CNN's convolutions, with its error against a direct sum;
 #   5. runs a 4-node in-process cluster sharing the GPU, with elastic averaging: test accuracy per node, by the
 #      learner alone (bench_cuda_cluster) and through gridnode's actors (bench_convergence);
-#   6. runs `gridnode demo` with the CNN on the GPU: 4 node processes, the main job as a user runs it;
+#   6. runs `gridnode demo` with the CNN on the GPU: 4 node processes, the main job as a user runs it, in each
+#      precision;
 #   7. builds the Python module for this machine's python3 and runs bench/pytorch_averager.py with the model on
 #      the GPU (the PyTorch front end's host mirror).
 # It ends with a summary of the figures.
@@ -19,7 +21,7 @@
 #
 # Usage: scripts/gpu-check.sh [BUILD_DIR]     (default build-gpu; the log also goes to $OUT/gpu-check.log when
 #        OUT is set). Environment: EPOCHS (default 15), STEPS (timed steps, default 2000), BATCH (default 64),
-#        BUILD_ONLY=1 (build and run the tests only, letting the CUDA ones skip: the part that runs anywhere).
+#        PRECISIONS (default "fp32 tf32 bf16"), BUILD_ONLY=1 (build and run the tests only, letting the CUDA ones skip: the part that runs anywhere).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -27,6 +29,7 @@ build=${1:-build-gpu}
 epochs=${EPOCHS:-15}
 steps=${STEPS:-2000}
 batch=${BATCH:-64}
+precisions=${PRECISIONS:-fp32 tf32 bf16}
 log=${OUT:-$build}/gpu-check.log
 mkdir -p "$(dirname "$log")" "$build"
 exec > >(tee "$log") 2>&1
@@ -121,17 +124,23 @@ step "cuDNN's convolution algorithms on the CNN's convolutions: time and error a
 "$build/bench/bench_cuda_conv_algos" --batch "$batch" --batch 256 | tee "$build/conv_algos.txt" || status=1
 
 data="$root/.gpu/data"
-step "samples/s side by side: gridtrain and PyTorch eager, batch $batch, $steps timed steps each"
-"$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --steps "$steps" | tee "$build/cnn_speed.txt" || status=1
-python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --steps "$steps" | tee "$build/torch_speed.txt" || status=1
-python3 bench/pytorch_cnn.py --graphs --data "$data" --batch "$batch" --steps "$steps" | tee "$build/torch_graphs.txt" || status=1
-step "the same at batch 256"
-"$build/bench/bench_cuda_cnn" --data "$data" --batch 256 --steps "$steps" | tee "$build/cnn_speed256.txt" || status=1
-python3 bench/pytorch_cnn.py --data "$data" --batch 256 --steps "$steps" | tee "$build/torch_speed256.txt" || status=1
-python3 bench/pytorch_cnn.py --graphs --data "$data" --batch 256 --steps "$steps" | tee "$build/torch_graphs256.txt" || status=1
+for b in "$batch" 256; do
+  for p in $precisions; do
+    step "samples/s side by side, $p, batch $b, $steps timed steps each: gridtrain, PyTorch eager, PyTorch graphs"
+    "$build/bench/bench_cuda_cnn" --data "$data" --precision "$p" --batch "$b" --steps "$steps" |
+      tee "$build/speed_${b}_$p.txt" || status=1
+    python3 bench/pytorch_cnn.py --data "$data" --precision "$p" --batch "$b" --steps "$steps" |
+      tee -a "$build/speed_${b}_$p.txt" || status=1
+    python3 bench/pytorch_cnn.py --graphs --data "$data" --precision "$p" --batch "$b" --steps "$steps" |
+      tee -a "$build/speed_${b}_$p.txt" || status=1
+  done
+done
 
-step "test accuracy after $epochs epochs, batch $batch: gridtrain"
-"$build/bench/bench_cuda_cnn" --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/cnn_accuracy.txt" || status=1
+for p in $precisions; do
+  step "test accuracy after $epochs epochs, batch $batch, $p: gridtrain"
+  "$build/bench/bench_cuda_cnn" --data "$data" --precision "$p" --batch "$batch" --epochs "$epochs" |
+    tee "$build/accuracy_$p.txt" || status=1
+done
 step "test accuracy after $epochs epochs, batch $batch: PyTorch eager"
 python3 bench/pytorch_cnn.py --data "$data" --batch "$batch" --epochs "$epochs" | tee "$build/torch_accuracy.txt" || status=1
 
@@ -155,15 +164,18 @@ else
   status=1
 fi
 
-step "gridnode demo on the GPU: 4 node processes sharing it, the CNN, $epochs epochs"
 # The main job as a user runs it, each node a process of its own with the CUDA backend (no gnuplot here: the
 # demo warns that it drew no plots).
 if cmake --build "$build" --target gridnode >"$build/gridnode-build.log" 2>&1; then
-  "$build/gridnode" demo --nodes 4 --epochs "$epochs" --out "$build/demo-gpu" --set learner.device=cuda \
-    --set "learner.model.layers=$cnn" --set "learner.batch=$batch" --set learner.optimizer.learning_rate=0.01 \
-    --set "data.train_images=$data/train-images-idx3-ubyte.gz" --set "data.train_labels=$data/train-labels-idx1-ubyte.gz" \
-    --set "data.test_images=$data/t10k-images-idx3-ubyte.gz" --set "data.test_labels=$data/t10k-labels-idx1-ubyte.gz" |
-    tee "$build/demo.txt" || status=1
+  for p in $precisions; do
+    step "gridnode demo on the GPU, $p: 4 node processes sharing it, the CNN, $epochs epochs"
+    "$build/gridnode" demo --nodes 4 --epochs "$epochs" --out "$build/demo-gpu-$p" --set learner.device=cuda \
+      --set "learner.precision=$p" \
+      --set "learner.model.layers=$cnn" --set "learner.batch=$batch" --set learner.optimizer.learning_rate=0.01 \
+      --set "data.train_images=$data/train-images-idx3-ubyte.gz" --set "data.train_labels=$data/train-labels-idx1-ubyte.gz" \
+      --set "data.test_images=$data/t10k-images-idx3-ubyte.gz" --set "data.test_labels=$data/t10k-labels-idx1-ubyte.gz" |
+      tee "$build/demo_$p.txt" || status=1
+  done
 else
   tail -20 "$build/gridnode-build.log"
   echo "error: gridnode did not build (above): the demo on the GPU is skipped"
@@ -183,11 +195,24 @@ else
 fi
 
 step "summary"
-grep -h "samples/s\|store:" "$build"/cnn_speed.txt "$build"/torch_speed.txt "$build"/torch_graphs.txt \
-  "$build"/cnn_speed256.txt "$build"/torch_speed256.txt "$build"/torch_graphs256.txt 2>/dev/null | grep -v "^ *epoch"
-grep -h "test accuracy after" "$build"/cnn_accuracy.txt "$build"/torch_accuracy.txt 2>/dev/null
+# One table: samples/s per batch and precision, gridtrain against PyTorch's CUDA graph.
+printf "%-6s %-5s %12s %14s %14s %7s\n" batch prec gridtrain torch-eager torch-graphs ratio
+for b in "$batch" 256; do
+  for p in $precisions; do
+    f="$build/speed_${b}_$p.txt"
+    g=$(grep -o "^gridtrain [a-z]* $p: [0-9]*" "$f" 2>/dev/null | grep -o "[0-9]*$")
+    e=$(grep -o "^pytorch eager $p: [0-9]*" "$f" 2>/dev/null | grep -o "[0-9]*$")
+    t=$(grep -o "^pytorch graphs $p: [0-9]*" "$f" 2>/dev/null | grep -o "[0-9]*$")
+    r=$(awk -v g="${g:-0}" -v t="${t:-0}" 'BEGIN { if (t > 0) printf "%.2f", g / t; else printf "-" }')
+    printf "%-6s %-5s %12s %14s %14s %7s\n" "$b" "$p" "${g:--}" "${e:--}" "${t:--}" "$r"
+  done
+done
+grep -h "store:" "$build"/speed_*.txt 2>/dev/null
+grep -h "test accuracy after" "$build"/accuracy_*.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
-grep -h "^node [0-9]*: final test_accuracy" "$build"/demo.txt 2>/dev/null
+for p in $precisions; do
+  grep -h "^node [0-9]*: final test_accuracy" "$build/demo_$p.txt" 2>/dev/null | sed "s/^/$p /"
+done
 grep -h "^throughput\|^step()\|^host mirror" "$build"/pytorch_averager.txt 2>/dev/null
 echo "CUDA module build: $cuda_seconds s"
 [ $status -eq 0 ] && echo "gpu-check: all ran" || echo "gpu-check: something failed (see above)"

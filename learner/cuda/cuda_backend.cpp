@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,7 +26,7 @@ namespace {
 // What one backend keeps for training: the optimizer's state and the mirror (see learner/cuda/cuda_backend.hpp).
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : ctx_(device) {}
+  CudaBackend(int device, config::Precision precision) : ctx_(device, precision) {}
   ~CudaBackend() override;
 
   std::string_view name() const override { return "cuda"; }
@@ -53,6 +54,30 @@ class CudaBackend final : public Backend {
   void hand_to_host() override;
   StoreTransfers store_transfers() const override {
     return {passes_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed)};
+  }
+
+  std::optional<std::size_t> free_bytes() override {
+    std::size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return free;
+  }
+  // The set crosses once, through the context's pinned staging; each epoch's order once; a step's gather is one
+  // kernel on the compute stream, reading the order where the step starts.
+  void hold_training_set(std::span<const float> images, std::span<const std::int32_t> labels,
+                         std::size_t sample_floats) override {
+    images_ = device_array<float>(images.size(), ctx_.compute());
+    labels_ = device_array<std::int32_t>(labels.size(), ctx_.compute());
+    order_ = device_array<std::uint32_t>(labels.size(), ctx_.compute());
+    ctx_.upload(images.data(), images_.get(), images.size_bytes());
+    ctx_.upload(labels.data(), labels_.get(), labels.size_bytes());
+    sample_floats_ = sample_floats;
+  }
+  void hold_order(std::span<const std::uint32_t> order) override {
+    ctx_.upload(order.data(), order_.get(), order.size_bytes());
+  }
+  void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) override {
+    CUDA_CHECK(gather_samples(images_.get(), labels_.get(), sample_floats_, order_.get() + first, batch, inputs, labels,
+                              ctx_.compute()));
   }
 
  private:
@@ -102,6 +127,12 @@ class CudaBackend final : public Backend {
   std::exception_ptr error_;
   std::atomic<std::uint64_t> passes_{0};  // loads and mirror cycles
   std::atomic<std::uint64_t> bytes_{0};
+
+  // The training set on the device (hold_training_set), and the epoch's order (hold_order).
+  DeviceArray<float> images_;
+  DeviceArray<std::int32_t> labels_;
+  DeviceArray<std::uint32_t> order_;
+  std::size_t sample_floats_ = 0;
 };
 
 CudaBackend::~CudaBackend() {
@@ -276,7 +307,7 @@ void write(char* out, std::size_t size, const std::string& text) {
 }  // namespace gridtrain::learner::cuda
 
 extern "C" __attribute__((visibility("default"))) gridtrain::learner::Backend* gridtrain_cuda_create(
-    int abi, char* error, std::size_t error_size) {
+    int abi, char* error, std::size_t error_size, const gridtrain::learner::CudaBackendOptions* options) {
   using gridtrain::learner::cuda::write;
   if (abi != gridtrain::learner::cuda_backend_abi) {
     write(error, error_size,
@@ -306,7 +337,8 @@ extern "C" __attribute__((visibility("default"))) gridtrain::learner::Backend* g
     return nullptr;
   }
   try {
-    return new gridtrain::learner::cuda::CudaBackend(0);
+    const auto precision = options ? options->precision : gridtrain::config::Precision::fp32;
+    return new gridtrain::learner::cuda::CudaBackend(0, precision);
   } catch (const std::exception& e) {
     write(error, error_size, std::string("the CUDA backend could not start: ") + e.what());
     return nullptr;

@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA backend: the learner's Backend (learner/backend.hpp) on a GPU, and the way the rest of the learner
-// reaches it. Its layers run on the device: dense through cuBLAS (FP32), conv2d and maxpool through cuDNN,
-// relu, the loss, the biases and the optimizer as kernels of its own. It keeps the parameters and the optimizer
-// state on the device.
+// reaches it. Its layers run on the device: dense through cuBLAS, conv2d and maxpool through cuDNN, relu, the
+// loss, the biases and the optimizer as kernels of its own. It keeps the parameters and the optimizer state on
+// the device, in FP32 whatever learner.precision says: the precision is the arithmetic of the products (dense and
+// conv2d), set explicitly in cuBLAS's compute type and cuDNN's math type (learner/cuda/cuda_context.hpp).
 //
 // It is built into a module of its own, libgridtrain_cuda.so (learner/cuda/), which learner/backend_factory.cpp
 // loads only when learner.device asks for a GPU: nothing else links a CUDA library, so every binary starts where
@@ -39,6 +40,7 @@
 
 #include <cstddef>
 
+#include "config/enums.hpp"
 #include "learner/backend.hpp"
 
 namespace gridtrain::learner {
@@ -46,8 +48,13 @@ namespace gridtrain::learner {
 // The module's one entry point. Makes the backend on the first CUDA device, or returns null and writes why
 // (e.g. "no CUDA device: ...") into `error`. `abi` must be cuda_backend_abi: a module built from other headers
 // (another Backend interface) refuses to run.
-inline constexpr int cuda_backend_abi = 2;
+// `options` comes last, so that a module of an older interface, which takes fewer arguments, still reads `abi`
+// and `error` where they are, and refuses.
+inline constexpr int cuda_backend_abi = 3;
 inline constexpr const char* cuda_backend_entry = "gridtrain_cuda_create";
-using CudaBackendCreate = Backend* (*)(int abi, char* error, std::size_t error_size);
+struct CudaBackendOptions {
+  config::Precision precision = config::Precision::fp32;
+};
+using CudaBackendCreate = Backend* (*)(int abi, char* error, std::size_t error_size, const CudaBackendOptions* options);
 
 }  // namespace gridtrain::learner

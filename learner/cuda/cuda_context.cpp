@@ -5,14 +5,15 @@
 
 namespace gridtrain::learner::cuda {
 
-CudaContext::CudaContext(int device) : device_(device) {
+CudaContext::CudaContext(int device, config::Precision precision) : device_(device), precision_(precision) {
   CUDA_CHECK(cudaSetDevice(device_));
   // Non-blocking: the legacy default stream, which other code in the process may use, never serialises ours.
   CUDA_CHECK(cudaStreamCreateWithFlags(&compute_, cudaStreamNonBlocking));
   CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   CUDA_CHECK(cublasCreate(&cublas_));
   CUDA_CHECK(cublasSetStream(cublas_, compute_));
-  // FP32 products in FP32 (no TF32 tensor cores): the CPU backend is the reference, to 1e-4.
+  // The default math mode lets nothing but the compute type choose tensor cores: fp32's products stay FP32 (the
+  // CPU backend is the reference, to 1e-4), and tf32 and bf16 say so in gemm_compute().
   CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
   CUDA_CHECK(cudnnCreate(&cudnn_));
   CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
@@ -39,6 +40,18 @@ CudaContext::~CudaContext() {
   if (cublas_) cublasDestroy(cublas_);
   if (copy_) cudaStreamDestroy(copy_);
   if (compute_) cudaStreamDestroy(compute_);
+}
+
+cublasComputeType_t CudaContext::gemm_compute() const {
+  switch (precision_) {
+    case config::Precision::fp32:
+      break;
+    case config::Precision::tf32:
+      return CUBLAS_COMPUTE_32F_FAST_TF32;
+    case config::Precision::bf16:
+      return CUBLAS_COMPUTE_32F_FAST_16BF;
+  }
+  return CUBLAS_COMPUTE_32F;
 }
 
 void* CudaContext::workspace(std::size_t bytes) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "config/enums.hpp"
 #include "learner/cuda/cuda_error.hpp"
 
 namespace gridtrain::learner::cuda {
@@ -32,15 +33,27 @@ DeviceArray<T> device_array(std::size_t count, cudaStream_t stream) {
   return array;
 }
 
+// learner.precision, as each library is told it:
+//              cuBLAS compute type (FP32 A, B, C)   cuDNN convolutions
+//   fp32       CUBLAS_COMPUTE_32F                   FP32 data, CUDNN_FMA_MATH (no tensor cores)
+//   tf32       CUBLAS_COMPUTE_32F_FAST_TF32         FP32 data, CUDNN_TENSOR_OP_MATH (TF32 tensor cores)
+//   bf16       CUBLAS_COMPUTE_32F_FAST_16BF         BF16 copies of x, W and dy, FP32 compute type,
+//                                                   CUDNN_TENSOR_OP_MATH; outputs back to FP32
+// In every precision the weights, their gradients as the optimizer sees them, the activations between layers,
+// the loss and the optimizer are FP32 (BF16 with FP32 master weights, as PyTorch's autocast): BF16 keeps FP32's
+// exponent range, so no loss scaling is needed.
 class CudaContext {
  public:
   // Throws CudaError when the device cannot be set up.
-  explicit CudaContext(int device);
+  CudaContext(int device, config::Precision precision);
   ~CudaContext();
   CudaContext(const CudaContext&) = delete;
   CudaContext& operator=(const CudaContext&) = delete;
 
   int device() const { return device_; }
+  config::Precision precision() const { return precision_; }
+  // cuBLAS's compute type for FP32 matrices in this precision (the table above).
+  cublasComputeType_t gemm_compute() const;
   cudaStream_t compute() const { return compute_; }
   cublasHandle_t cublas() const { return cublas_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
@@ -66,6 +79,7 @@ class CudaContext {
   static constexpr std::size_t slot_bytes = std::size_t(4) << 20;
 
   int device_;
+  config::Precision precision_;
   cudaStream_t compute_ = nullptr;
   cudaStream_t copy_ = nullptr;
   cublasHandle_t cublas_ = nullptr;

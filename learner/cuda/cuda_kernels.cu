@@ -1,5 +1,6 @@
 #include "learner/cuda/cuda_kernels.hpp"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace gridtrain::learner::cuda {
@@ -131,6 +132,24 @@ __global__ void mirror_publish_kernel(std::size_t n, float* params, const float*
   }
 }
 
+// Round to nearest even, as PyTorch's autocast casts (and NaN stays NaN).
+__global__ void to_bf16_kernel(std::size_t n, const float* x, __nv_bfloat16* y) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void from_bf16_kernel(std::size_t n, const __nv_bfloat16* x, float* y) {
+  for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] = __bfloat162float(x[i]);
+}
+
+// One block per sample: its threads copy the sample's floats, the first also its label.
+__global__ void gather_samples_kernel(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
+                                      const std::uint32_t* order, float* inputs, std::int32_t* labels) {
+  const std::size_t from = std::size_t(order[blockIdx.x]) * sample_floats;
+  const std::size_t to = std::size_t(blockIdx.x) * sample_floats;
+  for (std::size_t i = threadIdx.x; i < sample_floats; i += blockDim.x) inputs[to + i] = images[from + i];
+  if (threadIdx.x == 0) labels[blockIdx.x] = labels_all[order[blockIdx.x]];
+}
+
 }  // namespace
 
 cudaError_t add_bias(float* y, const float* bias, int batch, int channels, int plane, cudaStream_t stream) {
@@ -188,6 +207,27 @@ cudaError_t mirror_merge(std::size_t n, float* host, float* base, float* publish
 cudaError_t mirror_publish(std::size_t n, float* params, const float* delta, float* published, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   mirror_publish_kernel<<<blocks_for(n), threads, 0, stream>>>(n, params, delta, published);
+  return cudaGetLastError();
+}
+
+cudaError_t to_bf16(std::size_t n, const float* x, std::uint16_t* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  to_bf16_kernel<<<blocks_for(n), threads, 0, stream>>>(n, x, reinterpret_cast<__nv_bfloat16*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t from_bf16(std::size_t n, const std::uint16_t* x, float* y, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  from_bf16_kernel<<<blocks_for(n), threads, 0, stream>>>(n, reinterpret_cast<const __nv_bfloat16*>(x), y);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_samples(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
+                           const std::uint32_t* order, int batch, float* inputs, std::int32_t* labels,
+                           cudaStream_t stream) {
+  if (batch <= 0) return cudaSuccess;
+  gather_samples_kernel<<<static_cast<unsigned>(batch), threads, 0, stream>>>(images, labels_all, sample_floats, order,
+                                                                                inputs, labels);
   return cudaGetLastError();
 }
 

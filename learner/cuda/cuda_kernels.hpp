@@ -54,4 +54,16 @@ cudaError_t mirror_merge(std::size_t n, float* host, float* base, float* publish
 // The learner's side of the mirror: params += delta (when delta is not null), then published = params.
 cudaError_t mirror_publish(std::size_t n, float* params, const float* delta, float* published, cudaStream_t stream);
 
+// A minibatch gathered on the device: inputs[n] = images[order[n]] (sample_floats floats each) and labels[n] =
+// labels_all[order[n]], n < batch.
+cudaError_t gather_samples(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
+                           const std::uint32_t* order, int batch, float* inputs, std::int32_t* labels,
+                           cudaStream_t stream);
+
+// FP32 to BF16 (round to nearest even) and back, n values. BF16 values are held as their 16 bits, so that this
+// header needs no CUDA header beyond the runtime's; they are __nv_bfloat16 in the kernels and CUDNN_DATA_BFLOAT16
+// to cuDNN.
+cudaError_t to_bf16(std::size_t n, const float* x, std::uint16_t* y, cudaStream_t stream);
+cudaError_t from_bf16(std::size_t n, const std::uint16_t* x, float* y, cudaStream_t stream);
+
 }  // namespace gridtrain::learner::cuda

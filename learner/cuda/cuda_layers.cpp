@@ -23,13 +23,14 @@ std::size_t floats(const Shape& shape) {
   return n;
 }
 
-// Row-major C (m x n) = alpha·op(A)·op(B) + beta·C, as learner/gemm.hpp's gemm(), in FP32 arithmetic. cuBLAS is
+// Row-major C (m x n) = alpha·op(A)·op(B) + beta·C, as learner/gemm.hpp's gemm(), FP32 matrices multiplied in the
+// context's precision. cuBLAS is
 // column-major, where a row-major matrix reads as its transpose: so compute Cᵀ = op(B)ᵀ·op(A)ᵀ.
 void gemm(CudaContext& ctx, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc) {
   CUDA_CHECK(cublasGemmEx(ctx.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m,
                           k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                          ctx.gemm_compute(), CUBLAS_GEMM_DEFAULT));
 }
 
 // y = x·Wᵀ + b, with W (units, inputs): the CPU backend's three products, on cuBLAS.
@@ -79,8 +80,8 @@ struct TensorDescriptor {
   ~TensorDescriptor() { cudnnDestroyTensorDescriptor(d); }
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  void set(int n, int c, int h, int w) {
-    CUDA_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  void set(cudnnDataType_t type, int n, int c, int h, int w) {
+    CUDA_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, type, n, c, h, w));
   }
 };
 
@@ -111,8 +112,9 @@ struct PoolingDescriptor {
 // The most workspace one convolution algorithm may ask for; faster ones that want more are passed over.
 constexpr std::size_t workspace_limit = std::size_t(256) << 20;
 
-// How convolutions are computed: in FP32 without tensor cores (TF32 would miss the CPU backend by 1e-3), by the
-// fastest deterministic algorithm measured on the layer's own shapes, Winograd excepted. Measured on an H200
+// How convolutions are computed: in learner.precision's arithmetic (fp32, the default: without tensor cores, as
+// TF32 would miss the CPU backend by 1e-3; the choice per precision is kept apart), by the fastest deterministic
+// algorithm measured on the layer's own shapes, Winograd excepted. Measured on an H200
 // (bench/cuda_conv_algos.cpp, on the Fashion-MNIST CNN's convolutions at batch 64 and 256; BENCHMARKS.md):
 //   - Winograd (non-fused) misses a direct sum by 1.4e-3 to 9.9e-3 of the tensor's scale, and was cuDNN's
 //     heuristic first choice for the second convolution's filter gradient (3e-3 there, an H100): never used.
@@ -132,7 +134,7 @@ struct Choice {
 };
 
 struct ConvolutionKey {
-  int device, pass, batch, channels, height, width, filters, kernel, stride, padding;
+  int device, precision, pass, batch, channels, height, width, filters, kernel, stride, padding;
   auto operator<=>(const ConvolutionKey&) const = default;
 };
 
@@ -171,6 +173,7 @@ bool deterministic(cudnnConvolutionBwdDataAlgo_t a) { return a != CUDNN_CONVOLUT
 // or the fastest if none is.
 template <class Algo, std::size_t N, class Need, class Run>
 Choice measure(CudaContext& ctx, const Algo (&candidates)[N], Need need, Run run, const char* what) {
+  // Which algorithms run depends on the precision too: FFT has no BF16, say, and is passed over there.
   cudaEvent_t start = nullptr, stop = nullptr;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
@@ -208,13 +211,17 @@ Choice measure(CudaContext& ctx, const Algo (&candidates)[N], Need need, Run run
   cudaEventDestroy(stop);
   if (best_deterministic.algorithm >= 0) return best_deterministic;
   if (best.algorithm >= 0) return best;
-  throw CudaError(std::string("cuDNN runs no FP32 ") + what + " algorithm for this convolution");
+  throw CudaError("cuDNN runs no " + std::string(config::to_string(ctx.precision())) + " " + what +
+                  " algorithm for this convolution");
 }
 
 // Per sample: y = W ⋆ x + b (cross-correlation, as the CPU backend's im2col), W (filters, channels, k, k).
+// In bf16, cuDNN convolves BF16 copies of x, W and dy, made here before each call, into BF16 outputs that are
+// widened back into the FP32 buffers the rest of the stack reads (learner/cuda/cuda_context.hpp's table); the
+// biases stay FP32 kernels of ours in every precision.
 class Conv2dLayer final : public Layer {
  public:
-  Conv2dLayer(CudaContext& ctx, const LayerShape& shape)
+  Conv2dLayer(CudaContext& ctx, const LayerShape& shape, int max_batch)
       : ctx_(ctx),
         channels_(shape.channels()),
         height_(shape.height()),
@@ -224,20 +231,35 @@ class Conv2dLayer final : public Layer {
         stride_(shape.spec.stride),
         padding_(shape.spec.padding),
         out_height_(shape.output[1]),
-        out_width_(shape.output[2]) {
+        out_width_(shape.output[2]),
+        bf16_(ctx.precision() == config::Precision::bf16),
+        data_type_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) {
     CUDA_CHECK(
-        cudnnSetFilter4dDescriptor(w_.d, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, filters_, channels_, kernel_, kernel_));
+        cudnnSetFilter4dDescriptor(w_.d, data_type_, CUDNN_TENSOR_NCHW, filters_, channels_, kernel_, kernel_));
+    // Sums in FP32 in every precision (the compute type); the math type says whether tensor cores may take FP32
+    // data as TF32 (tf32) or must not (fp32). BF16 data runs on tensor cores.
     CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv_.d, padding_, padding_, stride_, stride_, 1, 1,
                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDA_CHECK(cudnnSetConvolutionMathType(conv_.d, CUDNN_FMA_MATH));
+    CUDA_CHECK(cudnnSetConvolutionMathType(
+        conv_.d, ctx.precision() == config::Precision::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+    if (bf16_) {
+      const std::size_t weights = std::size_t(filters_) * channels_ * kernel_ * kernel_;
+      x16_ = device_array<std::uint16_t>(std::size_t(max_batch) * channels_ * height_ * width_, ctx.compute());
+      y16_ = device_array<std::uint16_t>(std::size_t(max_batch) * filters_ * out_height_ * out_width_, ctx.compute());
+      w16_ = device_array<std::uint16_t>(weights, ctx.compute());
+      dw16_ = device_array<std::uint16_t>(weights, ctx.compute());
+    }
   }
 
   void forward(int batch, const float* x, float* y, LayerParams p) override {
     describe(batch);
     const float one = 1.0f, zero = 0.0f;
+    const void* x_in = narrow(x, x16_.get(), x_floats(batch));
+    const void* w_in = narrow(p.weight, w16_.get(), w_floats());
+    void* y_out = bf16_ ? static_cast<void*>(y16_.get()) : y;
     auto run = [&](cudnnConvolutionFwdAlgo_t algo, void* ws, std::size_t bytes) {
-      return cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x, w_.d, p.weight, conv_.d, algo, ws, bytes, &zero, y_.d,
-                                     y);
+      return cudnnConvolutionForward(ctx_.cudnn(), &one, x_.d, x_in, w_.d, w_in, conv_.d, algo, ws, bytes, &zero,
+                                     y_.d, y_out);
     };
     const Choice c = choose(forward_pass, batch, [&] {
       return measure(
@@ -248,6 +270,7 @@ class Conv2dLayer final : public Layer {
           run, "forward");
     });
     CUDA_CHECK(run(static_cast<cudnnConvolutionFwdAlgo_t>(c.algorithm), ctx_.workspace(c.workspace), c.workspace));
+    widen(y16_.get(), y, y_floats(batch));
     CUDA_CHECK(add_bias(y, p.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
   }
 
@@ -255,9 +278,13 @@ class Conv2dLayer final : public Layer {
                 LayerGrads g) override {
     describe(batch);
     const float one = 1.0f, zero = 0.0f;
+    // In bf16 the copies are made again: forward()'s may have been of another batch (an evaluation's).
+    const void* x_in = narrow(x, x16_.get(), x_floats(batch));
+    const void* dy_in = narrow(dy, y16_.get(), y_floats(batch));
+    void* dw_out = bf16_ ? static_cast<void*>(dw16_.get()) : g.weight;
     auto run_filter = [&](cudnnConvolutionBwdFilterAlgo_t algo, void* ws, std::size_t bytes) {
-      return cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x, y_.d, dy, conv_.d, algo, ws, bytes, &zero,
-                                            w_.d, g.weight);
+      return cudnnConvolutionBackwardFilter(ctx_.cudnn(), &one, x_.d, x_in, y_.d, dy_in, conv_.d, algo, ws, bytes,
+                                            &zero, w_.d, dw_out);
     };
     const Choice f = choose(filter_pass, batch, [&] {
       return measure(
@@ -269,11 +296,14 @@ class Conv2dLayer final : public Layer {
     });
     CUDA_CHECK(run_filter(static_cast<cudnnConvolutionBwdFilterAlgo_t>(f.algorithm), ctx_.workspace(f.workspace),
                           f.workspace));
+    widen(dw16_.get(), g.weight, w_floats());
     CUDA_CHECK(bias_grad(dy, g.bias, batch, filters_, out_height_ * out_width_, ctx_.compute()));
     if (!dx) return;
+    const void* w_in = narrow(p.weight, w16_.get(), w_floats());
+    void* dx_out = bf16_ ? static_cast<void*>(x16_.get()) : dx;  // x's copy is read by now: the stream orders it
     auto run_data = [&](cudnnConvolutionBwdDataAlgo_t algo, void* ws, std::size_t bytes) {
-      return cudnnConvolutionBackwardData(ctx_.cudnn(), &one, w_.d, p.weight, y_.d, dy, conv_.d, algo, ws, bytes, &zero,
-                                          x_.d, dx);
+      return cudnnConvolutionBackwardData(ctx_.cudnn(), &one, w_.d, w_in, y_.d, dy_in, conv_.d, algo, ws, bytes, &zero,
+                                          x_.d, dx_out);
     };
     const Choice d = choose(data_pass, batch, [&] {
       return measure(
@@ -285,6 +315,7 @@ class Conv2dLayer final : public Layer {
     });
     CUDA_CHECK(
         run_data(static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algorithm), ctx_.workspace(d.workspace), d.workspace));
+    widen(x16_.get(), dx, x_floats(batch));
   }
 
  private:
@@ -292,8 +323,8 @@ class Conv2dLayer final : public Layer {
   // output's shape against the model's the first time.
   void describe(int batch) {
     if (batch == described_) return;
-    x_.set(batch, channels_, height_, width_);
-    y_.set(batch, filters_, out_height_, out_width_);
+    x_.set(data_type_, batch, channels_, height_, width_);
+    y_.set(data_type_, batch, filters_, out_height_, out_width_);
     described_ = batch;
     int n = 0, c = 0, h = 0, w = 0;
     CUDA_CHECK(cudnnGetConvolution2dForwardOutputDim(conv_.d, x_.d, w_.d, &n, &c, &h, &w));
@@ -309,19 +340,42 @@ class Conv2dLayer final : public Layer {
   Choice choose(Pass pass, int batch, Measure measure_now) {
     auto& mine = chosen_[pass];
     if (auto found = mine.find(batch); found != mine.end()) return found->second;
-    const ConvolutionKey key{ctx_.device(), pass,     batch,   channels_, height_,
-                             width_,        filters_, kernel_, stride_,   padding_};
+    const ConvolutionKey key{ctx_.device(), static_cast<int>(ctx_.precision()),
+                             pass,          batch,
+                             channels_,     height_,
+                             width_,        filters_,
+                             kernel_,       stride_,
+                             padding_};
     std::lock_guard<std::mutex> hold(choices_mutex());
     auto found = choices().find(key);
     if (found == choices().end()) found = choices().emplace(key, measure_now()).first;
     return mine.emplace(batch, found->second).first->second;
   }
 
+  std::size_t x_floats(int batch) const { return std::size_t(batch) * channels_ * height_ * width_; }
+  std::size_t y_floats(int batch) const { return std::size_t(batch) * filters_ * out_height_ * out_width_; }
+  std::size_t w_floats() const { return std::size_t(filters_) * channels_ * kernel_ * kernel_; }
+
+  // What cuDNN reads for `from`: in bf16 its BF16 copy, made in `copy`; else `from` itself.
+  const void* narrow(const float* from, std::uint16_t* copy, std::size_t n) {
+    if (!bf16_) return from;
+    CUDA_CHECK(to_bf16(n, from, copy, ctx_.compute()));
+    return copy;
+  }
+  // In bf16, cuDNN's BF16 output `from`, widened into the FP32 `to`; else nothing (cuDNN wrote `to`).
+  void widen(const std::uint16_t* from, float* to, std::size_t n) {
+    if (bf16_) CUDA_CHECK(from_bf16(n, from, to, ctx_.compute()));
+  }
+
   CudaContext& ctx_;
   int channels_, height_, width_, filters_, kernel_, stride_, padding_, out_height_, out_width_;
+  bool bf16_;
+  cudnnDataType_t data_type_;  // of x, y and W as cuDNN sees them
   TensorDescriptor x_, y_;
   FilterDescriptor w_;
   ConvolutionDescriptor conv_;
+  // bf16 only: the BF16 copies. x16_ also takes dx before it is widened, y16_ both y and dy.
+  DeviceArray<std::uint16_t> x16_, y16_, w16_, dw16_;
   int described_ = 0;
   std::map<int, Choice> chosen_[3];  // per pass, per batch: this process's choices, without the lock
 };
@@ -361,8 +415,8 @@ class MaxPoolLayer final : public Layer {
  private:
   void describe(int batch) {
     if (batch == described_) return;
-    x_.set(batch, channels_, height_, width_);
-    y_.set(batch, channels_, out_height_, out_width_);
+    x_.set(CUDNN_DATA_FLOAT, batch, channels_, height_, width_);
+    y_.set(CUDNN_DATA_FLOAT, batch, channels_, out_height_, out_width_);
     described_ = batch;
   }
 
@@ -392,6 +446,12 @@ class SoftmaxCrossEntropy final : public Loss {
 
   void score(int batch, const float* logits, const std::int32_t* labels) override {
     ctx_.upload(labels, labels_.get(), sizeof(std::int32_t) * batch);
+    score_gathered(batch, logits);
+  }
+
+  std::int32_t* gathered_labels() override { return labels_.get(); }
+
+  void score_gathered(int batch, const float* logits) override {
     CUDA_CHECK(
         softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(), ctx_.compute()));
     CUDA_CHECK(
@@ -426,14 +486,14 @@ class SoftmaxCrossEntropy final : public Loss {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_layer(CudaContext& context, const LayerShape& layer, int) {
+std::unique_ptr<Layer> make_layer(CudaContext& context, const LayerShape& layer, int max_batch) {
   switch (layer.spec.type) {
     case LayerType::dense:
       return std::make_unique<DenseLayer>(context, layer);
     case LayerType::relu:
       return std::make_unique<ReluLayer>(context, layer);
     case LayerType::conv2d:
-      return std::make_unique<Conv2dLayer>(context, layer);
+      return std::make_unique<Conv2dLayer>(context, layer, max_batch);
     case LayerType::maxpool:
       return std::make_unique<MaxPoolLayer>(context, layer);
     case LayerType::flatten:

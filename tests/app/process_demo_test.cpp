@@ -139,6 +139,29 @@ TEST_CASE("with learner.device auto a node says where it trains, and why not on 
   }
 }
 
+TEST_CASE("tf32 and bf16 are refused with exit code 2 where the node would train on the CPU, and say why") {
+  TempDir dir;
+  auto config = training_config(dir.path, 1);
+  // learner.device cpu: refused when the config is read, at the key.
+  auto cpu = run_command(gridnode, {"run", "--config", config.string(), "--set", "learner.device=cpu", "--set",
+                                    "learner.precision=tf32"}, kGenerous);
+  INFO(cpu.output);
+  CHECK(cpu.exit_code == 2);
+  CHECK(cpu.output.find("learner.precision: expected fp32 with learner.device cpu, found tf32") != std::string::npos);
+  // learner.device auto: refused when it finds no GPU; where there is one, it trains there.
+  auto automatic = run_command(gridnode, {"run", "--config", config.string(), "--set", "learner.device=auto", "--set",
+                                          "learner.precision=bf16"}, kGenerous);
+  INFO(automatic.output);
+  if (automatic.output.find("training on cuda: ") != std::string::npos) {
+    MESSAGE("a usable GPU here: bf16 trained on it");
+    CHECK(automatic.exit_code == 0);
+    return;
+  }
+  CHECK(automatic.exit_code == 2);
+  CHECK(automatic.output.find("learner.precision: expected fp32 on the CPU backend, found bf16") != std::string::npos);
+  CHECK(automatic.output.find("training on") == std::string::npos);  // it never started
+}
+
 TEST_CASE("a corrupt checkpoint is refused with an error and exit code 2") {
   TempDir dir;
   auto config = training_config(dir.path, 1);

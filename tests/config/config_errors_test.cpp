@@ -215,6 +215,10 @@ TEST_CASE("out-of-range values are rejected with the allowed range") {
        "expected one of trace|debug|info|warn|error, found warning (did you mean 'warn'?)"},
       {"an enum in the wrong case", "learner: {device: CPU}\n", {}, file, 1, 19, "learner.device",
        "found CPU (did you mean 'cpu'?)"},
+      {"a precision PyTorch spells otherwise", "learner: {precision: bfloat16}\n", {}, file, 1, 22,
+       "learner.precision", "expected one of fp32|tf32|bf16, found bfloat16"},
+      {"data_on_device as a word", "learner: {data_on_device: yes}\n", {}, file, 1, 27, "learner.data_on_device",
+       "expected one of auto|true|false, found yes"},
   });
 }
 
@@ -283,6 +287,12 @@ TEST_CASE("checks across keys point at the key the user set") {
        "nesterov"},
       {"checkpoints with nowhere to go", "learner: {kind: probe}\ncheckpoint:\n  every: 100\n", {}, file, 3, 10,
        "checkpoint.every", "expected 0 (off) while checkpoint.dir is \"\", found 100"},
+      {"tf32 on the CPU", "learner:\n  device: cpu\n  precision: tf32\n", {}, file, 3, 14, "learner.precision",
+       "expected fp32 with learner.device cpu, found tf32: the CPU backend computes in FP32 only (tf32 needs a GPU)"},
+      {"bf16 on the CPU, from --set", "learner: {device: cpu}\n", {"learner.precision=bf16"}, set, 0, 0,
+       "learner.precision", "expected fp32 with learner.device cpu, found bf16"},
+      {"the CPU asked to hold the data on a device", "learner:\n  device: cpu\n  data_on_device: true\n", {}, file, 3,
+       19, "learner.data_on_device", "expected auto or false with learner.device cpu, found true"},
   });
 }
 

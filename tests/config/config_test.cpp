@@ -69,6 +69,8 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c.learner.probe_floats == 1024);
   CHECK_FALSE(c.learner.probe_value.has_value());
   CHECK(c.learner.device == Device::automatic);
+  CHECK(c.learner.precision == Precision::fp32);
+  CHECK(c.learner.data_on_device == DataOnDevice::automatic);
   CHECK(c.learner.seed == 1);
   CHECK(c.learner.batch == 64);
   CHECK(c.learner.epochs == 10);
@@ -282,6 +284,8 @@ TEST_CASE("to_yaml round-trips configs whose every key differs from its default"
   c.learner.probe_floats = 1;
   c.learner.probe_value = 0.1;  // not exact in float: the text must keep double precision
   c.learner.device = Device::cuda;
+  c.learner.precision = Precision::bf16;
+  c.learner.data_on_device = DataOnDevice::yes;  // "true" in YAML: read back as the enum, not a boolean
   c.learner.seed = 0;
   c.learner.batch = 1;
   c.learner.epochs = 1;
@@ -421,7 +425,8 @@ TEST_CASE("the schema description lists every key with its type, default and doc
         "allreduce.quorum_timeout_ms", "allreduce.max_chunk_floats", "allreduce.elastic_rate", "allreduce.outer",
         "allreduce.outer_rate", "allreduce.outer_momentum", "allreduce.every_steps",
         "allreduce.cpu_share", "allreduce.line_settle_ms",
-        "learner.kind", "learner.probe_floats", "learner.probe_value", "learner.device", "learner.seed",
+        "learner.kind", "learner.probe_floats", "learner.probe_value", "learner.device", "learner.precision",
+        "learner.data_on_device", "learner.seed",
         "learner.batch", "learner.epochs", "learner.threads", "learner.model.input", "learner.model.layers",
         "learner.optimizer.kind", "learner.optimizer.learning_rate", "learner.optimizer.momentum",
         "learner.optimizer.weight_decay", "learner.optimizer.schedule", "learner.optimizer.step_every_epochs",

@@ -21,6 +21,7 @@
 namespace {
 
 using gridtrain::config::Device;
+using gridtrain::config::Precision;
 using gridtrain::config::LayerSpec;
 using gridtrain::config::LayerType;
 using gridtrain::config::LearnerConfig;
@@ -90,7 +91,8 @@ LayerRun run_layer(Backend& backend, const LayerShape& shape, int batch, const s
   return {get(by, dy.size()), get(bdx, x.size()), get(bdw, w.size()), get(bdb, b.size())};
 }
 
-void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& spec, int batch, std::uint64_t seed) {
+void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& spec, int batch, std::uint64_t seed,
+                double tolerance = 1e-4, double at_least_off = 0) {
   CpuBackend cpu;
   const LayerShape shape = layer_shape(input, spec);
   std::mt19937_64 rng(seed);
@@ -108,10 +110,11 @@ void same_layer(Backend& cuda, const std::vector<int>& input, const LayerSpec& s
   INFO(gridtrain::config::to_string(spec.type) << " layer of the same_layer call with seed " << seed);
   const LayerRun want = run_layer(cpu, shape, batch, x, w, b, dy);
   const LayerRun got = run_layer(cuda, shape, batch, x, w, b, dy);
-  CHECK(relative_error(got.y, want.y) <= 1e-4);
-  CHECK(relative_error(got.dx, want.dx) <= 1e-4);
-  CHECK(relative_error(got.dw, want.dw) <= 1e-4);
-  CHECK(relative_error(got.db, want.db) <= 1e-4);
+  CHECK(relative_error(got.y, want.y) <= tolerance);
+  CHECK(relative_error(got.y, want.y) >= at_least_off);
+  CHECK(relative_error(got.dx, want.dx) <= tolerance);
+  CHECK(relative_error(got.dw, want.dw) <= tolerance);
+  CHECK(relative_error(got.db, want.db) <= tolerance);
 }
 
 LearnerConfig cnn_config(Device device, int side = 12, int classes = 4) {
@@ -158,6 +161,30 @@ TEST_CASE("learner.device auto without a usable GPU trains on the CPU backend an
   CHECK(std::isfinite(must_step(*learner).loss));
 }
 
+TEST_CASE("learner.precision tf32 or bf16 with learner.device auto and no usable GPU is refused, saying why") {
+  for (const Precision precision : {Precision::tf32, Precision::bf16}) {
+    CAPTURE(gridtrain::config::to_string(precision));
+    LearnerConfig c = cnn_config(Device::automatic);
+    c.precision = precision;
+    auto r = Learner::create(c, images(32, 12, 4, 1));
+    if (have_gpu()) {
+      REQUIRE(r.ok());
+      CHECK(r.value()->backend_name() == "cuda");
+      continue;
+    }
+    // Training in FP32 on the CPU instead would be ten times slower than asked, and say nothing.
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().key == "learner.precision");
+    const std::string& m = r.error().message;
+    INFO(m);
+    CHECK(m.find("expected fp32 on the CPU backend, found " + std::string(gridtrain::config::to_string(precision))) !=
+          std::string::npos);
+    CHECK(m.find("found no usable GPU") != std::string::npos);
+  }
+  // fp32, the default, falls back as before.
+  CHECK(Learner::create(cnn_config(Device::automatic), images(32, 12, 4, 1)).ok());
+}
+
 TEST_CASE("learner.device cpu never loads the CUDA backend") {
   auto learner = must_create(cnn_config(Device::cpu), images(32, 12, 4, 1));
   CHECK(learner->backend_name() == "cpu");
@@ -183,6 +210,49 @@ TEST_CASE("every CUDA layer's forward and backward equal the CPU backend's withi
   same_layer(*cuda, {9, 7}, {.type = LayerType::conv2d, .filters = 4, .kernel = 3, .stride = 1, .padding = 1}, 1, 9);
   same_layer(*cuda, {3, 9, 9}, {.type = LayerType::maxpool, .stride = 2, .size = 3}, 2, 10);
   same_layer(*cuda, {1, 2, 7}, {.type = LayerType::dense, .units = 3}, 5, 11);
+}
+
+TEST_CASE("in tf32 and bf16 the CUDA layers stay within their precision of the CPU backend's FP32") {
+  // Relative to the tensor's scale: TF32 keeps 10 bits of mantissa (a product's error about 5e-4), BF16 7 (4e-3);
+  // the sums are FP32 in both. The bounds hold a few times that. TF32 is what cuBLAS and cuDNN may use, not must
+  // (an FP32 algorithm may be the fastest), so only BF16, whose convolutions read BF16 copies, must differ from
+  // FP32 (by more than FP32's own rounding, 1e-5); the speed figures of scripts/gpu-check.sh tell TF32 apart.
+  for (const auto& [precision, tolerance] : {std::pair{Precision::tf32, 5e-3}, std::pair{Precision::bf16, 3e-2}}) {
+    CAPTURE(gridtrain::config::to_string(precision));
+    std::string why;
+    auto cuda = gridtrain::learner::make_cuda_backend(why, precision);
+    if (!cuda) {
+      MESSAGE("skipped: " << why);
+      return;
+    }
+    same_layer(*cuda, {1, 28, 28}, {.type = LayerType::conv2d, .filters = 32, .kernel = 5, .stride = 1, .padding = 2},
+               8, 1, tolerance, precision == Precision::bf16 ? 1e-5 : 0);
+    same_layer(*cuda, {32, 14, 14}, {.type = LayerType::conv2d, .filters = 64, .kernel = 5, .stride = 1, .padding = 2},
+               8, 4, tolerance);
+    same_layer(*cuda, {3, 11, 9}, {.type = LayerType::conv2d, .filters = 5, .kernel = 3, .stride = 2, .padding = 0}, 3,
+               7, tolerance);
+    same_layer(*cuda, {3136}, {.type = LayerType::dense, .units = 1024}, 8, 5, tolerance);
+    same_layer(*cuda, {1, 2, 7}, {.type = LayerType::dense, .units = 3}, 5, 11, tolerance);
+  }
+}
+
+TEST_CASE("a CNN trained in tf32 and in bf16 on CUDA follows the FP32 losses closely and learns as well") {
+  if (!cuda_or_skip()) return;
+  auto fp32 = must_create(cnn_config(Device::cuda), images(256, 12, 4, 7));
+  std::vector<double> want;
+  for (int s = 0; s < 48; ++s) want.push_back(must_step(*fp32).loss);
+  const double accuracy = must_evaluate(*fp32, fp32->train_set()).accuracy;
+  for (const Precision precision : {Precision::tf32, Precision::bf16}) {
+    CAPTURE(gridtrain::config::to_string(precision));
+    LearnerConfig c = cnn_config(Device::cuda);
+    c.precision = precision;
+    auto gpu = must_create(c, images(256, 12, 4, 7));
+    for (int s = 0; s < 48; ++s) {
+      CAPTURE(s);
+      CHECK(must_step(*gpu).loss == doctest::Approx(want[s]).epsilon(0.05));
+    }
+    CHECK(must_evaluate(*gpu, gpu->train_set()).accuracy == doctest::Approx(accuracy).epsilon(0.03));
+  }
 }
 
 TEST_CASE("the CUDA loss equals the CPU loss, its correct count and its gradient") {
@@ -257,6 +327,26 @@ TEST_CASE("a CNN trained on the CUDA backend follows the CPU backend's losses st
   CHECK(relative_error(b, a) <= 1e-2);
   CHECK(must_evaluate(*gpu, gpu->train_set()).accuracy ==
         doctest::Approx(must_evaluate(*cpu, cpu->train_set()).accuracy).epsilon(0.02));
+}
+
+TEST_CASE("on CUDA, minibatches gathered on the device train as those gathered on the host and copied up") {
+  if (!cuda_or_skip()) return;
+  LearnerConfig host_config = cnn_config(Device::cuda), device_config = cnn_config(Device::cuda);
+  host_config.data_on_device = gridtrain::config::DataOnDevice::no;
+  device_config.data_on_device = gridtrain::config::DataOnDevice::yes;
+  // 40 samples in batches of 16: the last minibatch of each epoch is 8, and the order changes every 3 steps.
+  auto host = must_create(host_config, images(40, 12, 4, 7));
+  auto device = must_create(device_config, images(40, 12, 4, 7));
+  CHECK_FALSE(host->data_on_device());
+  REQUIRE(device->data_on_device());
+  MESSAGE(device->data_note());
+  for (int s = 0; s < 12; ++s) {
+    CAPTURE(s);
+    const auto want = must_step(*host), got = must_step(*device);
+    CHECK(got.batch == want.batch);
+    CHECK(got.loss == doctest::Approx(want.loss).epsilon(1e-5));  // the same sums; cuDNN's choices may differ
+  }
+  CHECK(relative_error(arena(*device), arena(*host)) <= 1e-4);
 }
 
 TEST_CASE("on CUDA, the store follows the device, and a write into the store reaches the device") {

@@ -82,6 +82,52 @@ TEST_CASE("two learners with one config and one shard train to bit-identical mod
   CHECK(arena(*a) == arena(*b));
 }
 
+TEST_CASE("minibatches gathered by the backend from the held shard train exactly as the learner's own gather") {
+  // learner.device cpu with data_on_device true (which the config refuses, as it buys the CPU nothing) runs the
+  // device path on the CPU backend: the backend holds the shard and each epoch's order and gathers every
+  // minibatch, the smaller last one and an epoch's change of order included (10 samples in batches of 4).
+  auto held_config = mlp_config(4);
+  held_config.device = gridtrain::config::Device::cpu;
+  held_config.data_on_device = gridtrain::config::DataOnDevice::yes;
+  auto host = must_create(mlp_config(4), blobs(10));
+  auto held = must_create(held_config, blobs(10));
+  CHECK_FALSE(host->data_on_device());
+  REQUIRE(held->data_on_device());
+  for (int s = 0; s < 9; ++s) {
+    CAPTURE(s);
+    const auto want = must_step(*host), got = must_step(*held);
+    CHECK(got.loss == want.loss);
+    CHECK(got.batch == want.batch);
+  }
+  CHECK(arena(*held) == arena(*host));
+  // And after a restore, which starts its epoch's order over in the middle.
+  auto resumed = must_create(held_config, blobs(10));
+  REQUIRE(resumed->restore_progress(9).ok());
+  resumed->params().assign(arena(*host));
+  const auto state = must_optimizer_state(*host);
+  std::copy(state.begin(), state.end(), must_optimizer_state(*resumed).begin());
+  for (int s = 0; s < 4; ++s) CHECK(must_step(*resumed).loss == must_step(*host).loss);
+  CHECK(arena(*resumed) == arena(*host));
+}
+
+TEST_CASE("learner.data_on_device true where auto found no GPU is refused, naming the key; auto stays on the host") {
+  auto c = mlp_config(4);
+  c.device = gridtrain::config::Device::automatic;
+  c.data_on_device = gridtrain::config::DataOnDevice::yes;
+  auto r = Learner::create(c, blobs(10));
+  if (r.ok() && r.value()->backend_name() == "cuda") {
+    CHECK(r.value()->data_on_device());
+    return;
+  }
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().key == "learner.data_on_device");
+  CHECK(r.error().message.find("expected a GPU for true, found the CPU backend") != std::string::npos);
+  c.data_on_device = gridtrain::config::DataOnDevice::automatic;
+  auto automatic = must_create(c, blobs(10));
+  CHECK_FALSE(automatic->data_on_device());
+  CHECK(automatic->data_note() == "in host memory (the CPU backend computes there)");
+}
+
 TEST_CASE("restoring the step count, the parameters and the velocity resumes training exactly") {
   auto a = must_create(mlp_config(4), blobs(10));
   for (int s = 0; s < 7; ++s) must_step(*a);
