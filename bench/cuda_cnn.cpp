@@ -36,9 +36,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   learner::Learner& l = *created.value();
-  std::printf("cnn on %s%s%s: %zu parameters, batch %d, lr %g, %d epochs\n", std::string(l.backend_name()).c_str(),
-              l.backend_note().empty() ? "" : " ", l.backend_note().c_str(), l.model().parameter_count(), o.batch,
-              o.learning_rate, o.epochs);
+  std::printf("cnn on %s%s%s: %zu parameters, batch %d, lr %g, %d epochs, %s, the training set %s\n",
+              std::string(l.backend_name()).c_str(), l.backend_note().empty() ? "" : " ", l.backend_note().c_str(),
+              l.model().parameter_count(), o.batch, o.learning_rate, o.epochs,
+              std::string(config::to_string(o.precision)).c_str(), l.data_note().c_str());
 
   using clock = std::chrono::steady_clock;
   constexpr long warmup = 50;
@@ -77,8 +78,12 @@ int main(int argc, char** argv) {
                 std::string(config::to_string(o.precision)).c_str(), o.epochs, accuracy);
   }
   std::printf("gridtrain %s %s: %.0f samples/s (batch %d, %ld timed steps, %.3f ms/step)\n",
-              std::string(l.backend_name()).c_str(), std::string(config::to_string(o.precision)).c_str(), timed_samples / timed_seconds, o.batch, timed_steps,
-              1e3 * timed_seconds / timed_steps);
+              std::string(l.backend_name()).c_str(), std::string(config::to_string(o.precision)).c_str(),
+              timed_samples / timed_seconds, o.batch, timed_steps, 1e3 * timed_seconds / timed_steps);
+  const learner::Backend::StepGraphs graphs = l.step_graphs();
+  std::printf("steps as CUDA graphs: %llu captured, %llu of %llu steps replayed%s%s\n",
+              static_cast<unsigned long long>(graphs.captured), static_cast<unsigned long long>(graphs.replayed),
+              static_cast<unsigned long long>(l.steps()), graphs.off.empty() ? "" : "; off: ", graphs.off.c_str());
   // What sharing the model with the store cost: on CUDA its loads and the mirror's cycles, on the CPU a snapshot
   // per step and per evaluation.
   const learner::StoreTransfers moved = l.store_transfers();

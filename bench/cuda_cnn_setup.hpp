@@ -18,6 +18,7 @@ struct CnnOptions {
   std::string data = "/usr/share/datasets/fashion-mnist";  // the four IDX files (gzip or plain)
   config::Device device = config::Device::cuda;
   config::Precision precision = config::Precision::fp32;
+  config::DataOnDevice data_on_device = config::DataOnDevice::automatic;
   int epochs = 15;
   int batch = 64;
   double learning_rate = 0.01;
@@ -30,9 +31,9 @@ struct CnnOptions {
 
 inline void usage(const char* name) {
   std::fprintf(stderr,
-               "usage: %s [--data DIR] [--device cuda|cpu|auto] [--precision fp32|tf32|bf16] [--epochs E]\n"
-               "          [--batch B] [--lr RATE] [--weight-decay L2] [--steps N] [--nodes N] [--every K]\n"
-               "          [--alpha A]\n",
+               "usage: %s [--data DIR] [--device cuda|cpu|auto] [--precision fp32|tf32|bf16]\n"
+               "          [--data-on-device auto|true|false] [--epochs E] [--batch B] [--lr RATE]\n"
+               "          [--weight-decay L2] [--steps N] [--nodes N] [--every K] [--alpha A]\n",
                name);
   std::exit(2);
 }
@@ -57,6 +58,10 @@ inline CnnOptions parse(int argc, char** argv) {
       const auto p = config::parse_enum<config::Precision>(argv[++i]);
       if (!p) usage(argv[0]);
       o.precision = *p;
+    } else if (is("--data-on-device")) {
+      const auto d = config::parse_enum<config::DataOnDevice>(argv[++i]);
+      if (!d) usage(argv[0]);
+      o.data_on_device = *d;
     } else if (is("--epochs"))
       o.epochs = std::atoi(argv[++i]);
     else if (is("--batch"))
@@ -85,6 +90,7 @@ inline config::LearnerConfig cnn_learner(const CnnOptions& o) {
   config::LearnerConfig c = config::defaults().learner;
   c.device = o.device;
   c.precision = o.precision;
+  c.data_on_device = o.data_on_device;
   c.seed = 1;
   c.batch = o.batch;
   c.epochs = o.epochs;

@@ -20,9 +20,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "learner/layer.hpp"
@@ -108,6 +110,24 @@ class Backend {
   // labels[order[first + n]] for n < batch, queued like a layer's work.
   // REQUIRES: hold_order(); first + batch <= count; inputs and labels backend memory of batch samples.
   virtual void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) = 0;
+
+  // --- A training step as one unit of work ------------------------------------------------------------------
+
+  // Runs `work`, which queues one training step from a held training set (gather, forward, loss, backward,
+  // update) with the step's `first` sample in the epoch's order and its `learning_rate`, the same values `work`
+  // passes to gather() and update(). A backend may record `work` once per batch size and replay the record in
+  // its place (CUDA: a CUDA graph, once the step has run a few times as it is); `work`'s host code then does
+  // not run, so it must keep no host state of its own that a later call reads (the loss's batch travels with its
+  // sums). The CPU backend runs `work`.
+  virtual void run_step(int batch, std::size_t first, double learning_rate, const std::function<void()>& work) = 0;
+
+  // What run_step() has done with its records (CUDA graphs): for the benchmarks, the tests and the log.
+  struct StepGraphs {
+    std::uint64_t captured = 0;  // records made
+    std::uint64_t replayed = 0;  // steps run from a record
+    std::string off;             // why records are no longer made ("" while they are, or where there are none)
+  };
+  virtual StepGraphs step_graphs() const { return {}; }
 };
 
 }  // namespace gridtrain::learner

@@ -36,6 +36,7 @@ class CpuBackend final : public Backend {
                          std::size_t sample_floats) override;
   void hold_order(std::span<const std::uint32_t> order) override;
   void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) override;
+  void run_step(int, std::size_t, double, const std::function<void()>& work) override { work(); }
 
  private:
   // Set by attach().

@@ -135,12 +135,17 @@ void Learner::start_epoch() {
   order_held_ = false;
 }
 
-void Learner::start_forward(int batch) {
+void Learner::train_on_minibatch(int batch, double learning_rate) {
   if (data_.on_device) {
     if (!order_held_) backend_->hold_order(order_);
     order_held_ = true;
-    backend_->gather(position_, batch, stack_.input(), stack_.labels());
-    stack_.start_forward_in_place(batch);
+    // One unit the backend may record once and replay (Backend::run_step): nothing in it keeps host state.
+    backend_->run_step(batch, position_, learning_rate, [&, batch, first = position_] {
+      backend_->gather(first, batch, stack_.input(), stack_.labels());
+      stack_.start_forward_in_place(batch);
+      stack_.backward();
+      backend_->update(learning_rate);
+    });
     return;
   }
   const std::size_t floats = train_.sample_floats;
@@ -150,6 +155,8 @@ void Learner::start_forward(int batch) {
     labels_[n] = train_.labels[s];
   }
   stack_.start_forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
+  stack_.backward();
+  backend_->update(learning_rate);
 }
 
 Result<StepResult> Learner::step() {
@@ -161,9 +168,7 @@ Result<StepResult> Learner::step() {
   LossResult loss;
   const Status ran = on_backend([&] {
     backend_->prepare();
-    start_forward(batch);
-    stack_.backward();
-    backend_->update(learning_rate);
+    train_on_minibatch(batch, learning_rate);
     loss = stack_.loss();  // after the backward pass and update are queued: a GPU keeps busy while the host waits
   });
   if (!ran.ok()) return ran.error();

@@ -100,6 +100,8 @@ class Learner {
   const std::string& data_note() const { return data_.why; }            // where the shard is, and why
   // What sharing the model with the store has cost so far. REQUIRES: the learner's thread.
   StoreTransfers store_transfers() const { return backend_->store_transfers(); }
+  // Steps recorded and replayed as CUDA graphs (with the shard on the device). REQUIRES: the learner's thread.
+  Backend::StepGraphs step_graphs() const { return backend_->step_graphs(); }
 
   // Brings params() up to date with the model being trained (Backend::flush): a no-op on the CPU, where the
   // store is that model; on CUDA, a round trip of the mirror. Call before reading the store for an evaluation
@@ -136,8 +138,9 @@ class Learner {
   void start_epoch();
   // Places the shard as learner.data_on_device says, holding it in backend memory when it goes there.
   Status place_data();
-  // The minibatch of `batch` samples from position_ into the stack, and the forward pass started.
-  void start_forward(int batch);
+  // Queues a training step on the minibatch of `batch` samples from position_: forward (the loss not yet
+  // read), backward, update.
+  void train_on_minibatch(int batch, double learning_rate);
   // Runs fn, which calls into the backend; an exception it throws fails the learner (failed_), and is returned.
   template <class Fn>
   Status on_backend(Fn&& fn);

@@ -136,6 +136,10 @@ for b in "$batch" 256; do
   done
 done
 
+step "what the device path gives: gridtrain fp32 at batch 256 with the training set in host memory (no CUDA graphs)"
+"$build/bench/bench_cuda_cnn" --data "$data" --precision fp32 --batch 256 --steps "$steps" --data-on-device false |
+  tee "$build/speed_256_host.txt" || status=1
+
 for p in $precisions; do
   step "test accuracy after $epochs epochs, batch $batch, $p: gridtrain"
   "$build/bench/bench_cuda_cnn" --data "$data" --precision "$p" --batch "$batch" --epochs "$epochs" |
@@ -207,7 +211,8 @@ for b in "$batch" 256; do
     printf "%-6s %-5s %12s %14s %14s %7s\n" "$b" "$p" "${g:--}" "${e:--}" "${t:--}" "$r"
   done
 done
-grep -h "store:" "$build"/speed_*.txt 2>/dev/null
+grep -h "samples/s" "$build/speed_256_host.txt" 2>/dev/null | sed 's/^/host-gathered: /'
+grep -h "store:\|steps as CUDA graphs" "$build"/speed_*.txt 2>/dev/null
 grep -h "test accuracy after" "$build"/accuracy_*.txt "$build"/torch_accuracy.txt 2>/dev/null
 grep -h "node \|cluster of\|rounds" "$build"/cluster.txt 2>/dev/null
 for p in $precisions; do

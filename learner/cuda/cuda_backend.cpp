@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -76,9 +79,13 @@ class CudaBackend final : public Backend {
     ctx_.upload(order.data(), order_.get(), order.size_bytes());
   }
   void gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) override {
-    CUDA_CHECK(gather_samples(images_.get(), labels_.get(), sample_floats_, order_.get() + first, batch, inputs, labels,
-                              ctx_.compute()));
+    if (!in_step_)  // run_step() set `first` for the whole step, before a replay that runs none of this
+      CUDA_CHECK(set_step_scalars(step_.get(), first, 0.0f, kSetFirst, ctx_.compute()));
+    CUDA_CHECK(gather_samples(images_.get(), labels_.get(), sample_floats_, order_.get(), step_.get(), batch, inputs,
+                              labels, ctx_.compute()));
   }
+  void run_step(int batch, std::size_t first, double learning_rate, const std::function<void()>& work) override;
+  StepGraphs step_graphs() const override { return {graphs_captured_, graphs_replayed_, graphs_off_}; }
 
  private:
   enum class Mirror { idle, requested, running };
@@ -91,6 +98,9 @@ class CudaBackend final : public Backend {
   void download_state(std::span<float> optimizer_state);
 
   void publish();                                      // REQUIRES: mutex_ held, mirror_ idle
+  void after_update();                                 // publishes when the mirror is idle; its error, if any
+  struct StepGraph;
+  void capture(StepGraph& graph, const std::function<void()>& work);
   void wait_idle(std::unique_lock<std::mutex>& lock);  // and rethrows the mirror's error
   void mirror_loop();
   void cycle();
@@ -128,6 +138,24 @@ class CudaBackend final : public Backend {
   std::atomic<std::uint64_t> passes_{0};  // loads and mirror cycles
   std::atomic<std::uint64_t> bytes_{0};
 
+  // A step's values that change from step to step (the first sample, the learning rate), read by the gather and
+  // the optimizer from here, so that a step replayed from a CUDA graph runs with its own.
+  DeviceArray<StepScalars> step_ = device_array<StepScalars>(1, ctx_.compute());
+  bool in_step_ = false;  // inside run_step(): it has set step_ for the whole step
+
+  // Steps as CUDA graphs (run_step), one per batch size: each size runs kEagerStepsBeforeCapture steps as it is
+  // (cuDNN's algorithms are timed and the workspaces grown then, which a capture cannot do), then is captured
+  // once and replayed.
+  static constexpr int kEagerStepsBeforeCapture = 3;
+  struct StepGraph {
+    cudaGraphExec_t exec = nullptr;
+    std::uint64_t workspace_generation = 0;
+    int eager_steps = 0;
+  };
+  std::map<int, StepGraph> graphs_;
+  std::uint64_t graphs_captured_ = 0, graphs_replayed_ = 0;
+  std::string graphs_off_;  // why steps are no longer captured; "" while they are
+
   // The training set on the device (hold_training_set), and the epoch's order (hold_order).
   DeviceArray<float> images_;
   DeviceArray<std::int32_t> labels_;
@@ -145,6 +173,8 @@ CudaBackend::~CudaBackend() {
     thread_.join();  // a cycle in progress finishes first: it holds a store lock at a time
   }
   cudaStreamSynchronize(ctx_.compute());
+  for (auto& [batch, graph] : graphs_)
+    if (graph.exec) cudaGraphExecDestroy(graph.exec);
   if (pinned_) cudaHostUnregister(pinned_);
   if (tensor_done_) cudaEventDestroy(tensor_done_);
   if (merged_event_) cudaEventDestroy(merged_event_);
@@ -219,12 +249,78 @@ void CudaBackend::publish() {
 }
 
 void CudaBackend::update(double learning_rate) {
+  if (!in_step_)  // run_step() set the rate for the whole step, before a replay that runs none of this
+    CUDA_CHECK(set_step_scalars(step_.get(), 0, static_cast<float>(learning_rate), kSetLearningRate, ctx_.compute()));
   CUDA_CHECK(optimizer_step(floats_, params_, grads_, velocity_ ? velocity_.get() : nullptr,
-                            static_cast<float>(optimizer_.momentum), static_cast<float>(learning_rate),
+                            static_cast<float>(optimizer_.momentum), step_.get(),
                             static_cast<float>(optimizer_.weight_decay), ctx_.compute()));
+  if (!in_step_) after_update();
+}
+
+void CudaBackend::after_update() {
   std::lock_guard<std::mutex> hold(mutex_);
   if (error_) std::rethrow_exception(error_);
   if (mirror_ == Mirror::idle) publish();
+}
+
+void CudaBackend::run_step(int batch, std::size_t first, double learning_rate, const std::function<void()>& work) {
+  CUDA_CHECK(set_step_scalars(step_.get(), first, static_cast<float>(learning_rate), kSetFirst | kSetLearningRate,
+                              ctx_.compute()));
+  struct InStep {
+    bool& flag;
+    explicit InStep(bool& f) : flag(f) { flag = true; }
+    ~InStep() { flag = false; }
+  } in_step(in_step_);
+  StepGraph& graph = graphs_[batch];
+  // A record captured the cuDNN workspace's pointer: after the workspace grew (an evaluation's last, smaller
+  // batch may choose an algorithm that wants more), it is dropped and made again.
+  if (graph.exec && graph.workspace_generation != ctx_.workspace_generation()) {
+    cudaGraphExecDestroy(graph.exec);
+    graph = {};
+  }
+  if (graph.exec) {
+    CUDA_CHECK(cudaGraphLaunch(graph.exec, ctx_.compute()));
+    ++graphs_replayed_;
+  } else if (graphs_off_.empty() && ++graph.eager_steps > kEagerStepsBeforeCapture) {
+    capture(graph, work);
+  } else {
+    work();
+  }
+  after_update();
+}
+
+void CudaBackend::capture(StepGraph& graph, const std::function<void()>& work) {
+  // Thread-local capture: the mirror's thread goes on with its own stream meanwhile, and what it calls is not
+  // part of this capture.
+  const cudaStream_t stream = ctx_.compute();
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  std::string failed;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    failed = e.what();
+  }
+  cudaGraph_t captured = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+  if (failed.empty() && ended != cudaSuccess) failed = std::string("ending the capture: ") + cudaGetErrorString(ended);
+  cudaGraphExec_t exec = nullptr;
+  if (failed.empty()) {
+    const cudaError_t made = cudaGraphInstantiate(&exec, captured, 0);
+    if (made != cudaSuccess) failed = std::string("instantiating the graph: ") + cudaGetErrorString(made);
+  }
+  if (captured) cudaGraphDestroy(captured);
+  if (!failed.empty()) {
+    // Nothing ran while capturing: the step runs as it is, and so does every later one.
+    cudaGetLastError();  // a capture's error is not the next call's
+    graphs_off_ = "the step could not be captured as a CUDA graph (" + failed + ")";
+    work();
+    return;
+  }
+  graph.exec = exec;
+  graph.workspace_generation = ctx_.workspace_generation();
+  ++graphs_captured_;
+  CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  ++graphs_replayed_;
 }
 
 void CudaBackend::prepare() {

@@ -33,6 +33,17 @@
 // copied down; from then on the store and the host's velocity are the truth, and the next prepare() loads both
 // onto the device, taking whatever was written into them whole.
 //
+// A step as one CUDA graph (run_step, with the training set on the device): the gather, every layer forward and
+// back, the loss and the optimizer, queued by the Learner as one unit. Each batch size runs 3 steps as it is
+// (cuDNN's algorithms are timed and its workspace grown then, which a capture cannot do), then the 4th is
+// captured on the compute stream (thread-local mode: the mirror's thread goes on) and every later step replays
+// it. What changes from step to step, the first sample in the epoch's order and the learning rate, is read by
+// the kernels from device memory that a one-thread kernel sets before the replay; the loss's sums carry their
+// batch and are copied down by the graph, with an external event record that the host waits on. The mirror's
+// publish stays outside (it depends on the mirror thread's state). A record is dropped and made again when the
+// cuDNN workspace it captured grows (an evaluation's last batch may grow it); a capture that fails turns the
+// records off for the backend, which then runs every step as it is, and says why (step_graphs()).
+//
 // Failures: the module's code checks every CUDA, cuBLAS and cuDNN call and throws on a failure
 // (learner/cuda/cuda_error.hpp), which unwinds the sequence of calls under way; what crosses the Backend
 // interface is a std::exception, which the Learner turns into an Error (learner/backend.hpp). Errors of the

@@ -15,6 +15,11 @@ CudaContext::CudaContext(int device, config::Precision precision) : device_(devi
   // The default math mode lets nothing but the compute type choose tensor cores: fp32's products stay FP32 (the
   // CPU backend is the reference, to 1e-4), and tf32 and bf16 say so in gemm_compute().
   CUDA_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  // A workspace of its own for cuBLAS (32 MiB, what it asks for on Hopper), set after the stream: a step captured
+  // as a CUDA graph must not leave cuBLAS to allocate one while capturing.
+  constexpr std::size_t cublas_workspace_bytes = std::size_t(32) << 20;
+  cublas_workspace_ = device_array<unsigned char>(cublas_workspace_bytes, compute_);
+  CUDA_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_bytes));
   CUDA_CHECK(cudnnCreate(&cudnn_));
   CUDA_CHECK(cudnnSetStream(cudnn_, compute_));
   for (Slot& slot : slots_) {
@@ -60,6 +65,7 @@ void* CudaContext::workspace(std::size_t bytes) {
     workspace_.reset();
     workspace_ = device_array<unsigned char>(bytes, compute_);
     workspace_bytes_ = bytes;
+    ++workspace_generation_;
   }
   return workspace_.get();
 }

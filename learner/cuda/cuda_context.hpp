@@ -8,6 +8,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "config/enums.hpp"
@@ -59,8 +60,10 @@ class CudaContext {
   cudnnHandle_t cudnn() const { return cudnn_; }
 
   // Device scratch of at least `bytes`, for cuDNN's algorithms; grows (after the compute stream drains), never
-  // shrinks. The pointer stays valid until the next call that grows it.
+  // shrinks. The pointer stays valid until the next call that grows it, which changes workspace_generation():
+  // a CUDA graph that captured the old pointer must not be replayed after that.
   void* workspace(std::size_t bytes);
+  std::uint64_t workspace_generation() const { return workspace_generation_; }
 
   // Host memory to device memory, ordered on the compute stream like a kernel: later kernels see the data,
   // earlier ones still read what was there. The host memory may be reused as soon as this returns. The bytes go
@@ -86,6 +89,8 @@ class CudaContext {
   cudnnHandle_t cudnn_ = nullptr;
   DeviceArray<unsigned char> workspace_;
   std::size_t workspace_bytes_ = 0;
+  std::uint64_t workspace_generation_ = 0;
+  DeviceArray<unsigned char> cublas_workspace_;  // cuBLAS's, set once, so it allocates nothing in a capture
 
   struct Slot {
     std::unique_ptr<unsigned char, void (*)(unsigned char*)> pinned{nullptr, nullptr};

@@ -89,7 +89,7 @@ __global__ void softmax_cross_entropy_kernel(int batch, int classes, const float
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) *sums = {loss[0], correct[0]};
+  if (threadIdx.x == 0) *sums = {loss[0], correct[0], batch};
 }
 
 __global__ void softmax_cross_entropy_grad_kernel(std::size_t n, int classes, float scale, const float* probs,
@@ -101,12 +101,17 @@ __global__ void softmax_cross_entropy_grad_kernel(std::size_t n, int classes, fl
 }
 
 // The optimizer's arithmetic with explicit rounding: no contraction into FMAs, so it equals the CPU's.
-__global__ void sgd_kernel(std::size_t n, float* w, const float* g, float eta, float decay) {
+// The learning rate is read from device memory (StepScalars), so that a step replayed from a CUDA graph uses the
+// rate set for it.
+__global__ void sgd_kernel(std::size_t n, float* w, const float* g, const float* rate, float decay) {
+  const float eta = *rate;
   for (std::size_t i = first_index(); i < n; i += grid_stride())
     w[i] = __fsub_rn(w[i], __fmul_rn(eta, __fadd_rn(g[i], __fmul_rn(decay, w[i]))));
 }
 
-__global__ void momentum_kernel(std::size_t n, float* w, const float* g, float* v, float mu, float eta, float decay) {
+__global__ void momentum_kernel(std::size_t n, float* w, const float* g, float* v, float mu, const float* rate,
+                                float decay) {
+  const float eta = *rate;
   for (std::size_t i = first_index(); i < n; i += grid_stride()) {
     const float step = __fsub_rn(__fmul_rn(mu, v[i]), __fmul_rn(eta, __fadd_rn(g[i], __fmul_rn(decay, w[i]))));
     v[i] = step;
@@ -141,13 +146,21 @@ __global__ void from_bf16_kernel(std::size_t n, const __nv_bfloat16* x, float* y
   for (std::size_t i = first_index(); i < n; i += grid_stride()) y[i] = __bfloat162float(x[i]);
 }
 
-// One block per sample: its threads copy the sample's floats, the first also its label.
+// One block per sample: its threads copy the sample's floats, the first also its label. Where the minibatch
+// starts in the order is read from device memory (StepScalars), as the learning rate is.
 __global__ void gather_samples_kernel(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
-                                      const std::uint32_t* order, float* inputs, std::int32_t* labels) {
-  const std::size_t from = std::size_t(order[blockIdx.x]) * sample_floats;
+                                      const std::uint32_t* order, const StepScalars* step, float* inputs,
+                                      std::int32_t* labels) {
+  const std::uint32_t sample = order[step->first + blockIdx.x];
+  const std::size_t from = std::size_t(sample) * sample_floats;
   const std::size_t to = std::size_t(blockIdx.x) * sample_floats;
   for (std::size_t i = threadIdx.x; i < sample_floats; i += blockDim.x) inputs[to + i] = images[from + i];
-  if (threadIdx.x == 0) labels[blockIdx.x] = labels_all[order[blockIdx.x]];
+  if (threadIdx.x == 0) labels[blockIdx.x] = labels_all[sample];
+}
+
+__global__ void set_step_scalars_kernel(StepScalars* step, std::uint64_t first, float learning_rate, int which) {
+  if (which & kSetFirst) step->first = first;
+  if (which & kSetLearningRate) step->learning_rate = learning_rate;
 }
 
 }  // namespace
@@ -188,13 +201,13 @@ cudaError_t softmax_cross_entropy_grad(int batch, int classes, const float* prob
 }
 
 cudaError_t optimizer_step(std::size_t n, float* weights, const float* grads, float* velocity, float momentum,
-                           float learning_rate, float weight_decay, cudaStream_t stream) {
+                           const StepScalars* step, float weight_decay, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
+  const float* rate = &step->learning_rate;
   if (velocity)
-    momentum_kernel<<<blocks_for(n), threads, 0, stream>>>(n, weights, grads, velocity, momentum, learning_rate,
-                                                           weight_decay);
+    momentum_kernel<<<blocks_for(n), threads, 0, stream>>>(n, weights, grads, velocity, momentum, rate, weight_decay);
   else
-    sgd_kernel<<<blocks_for(n), threads, 0, stream>>>(n, weights, grads, learning_rate, weight_decay);
+    sgd_kernel<<<blocks_for(n), threads, 0, stream>>>(n, weights, grads, rate, weight_decay);
   return cudaGetLastError();
 }
 
@@ -223,11 +236,17 @@ cudaError_t from_bf16(std::size_t n, const std::uint16_t* x, float* y, cudaStrea
 }
 
 cudaError_t gather_samples(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
-                           const std::uint32_t* order, int batch, float* inputs, std::int32_t* labels,
-                           cudaStream_t stream) {
+                           const std::uint32_t* order, const StepScalars* step, int batch, float* inputs,
+                           std::int32_t* labels, cudaStream_t stream) {
   if (batch <= 0) return cudaSuccess;
   gather_samples_kernel<<<static_cast<unsigned>(batch), threads, 0, stream>>>(images, labels_all, sample_floats, order,
-                                                                                inputs, labels);
+                                                                                step, inputs, labels);
+  return cudaGetLastError();
+}
+
+cudaError_t set_step_scalars(StepScalars* step, std::uint64_t first, float learning_rate, int which,
+                             cudaStream_t stream) {
+  set_step_scalars_kernel<<<1, 1, 0, stream>>>(step, first, learning_rate, which);
   return cudaGetLastError();
 }
 

@@ -29,7 +29,21 @@ cudaError_t relu_backward(std::size_t n, const float* y, const float* dy, float*
 struct LossSums {
   double loss;
   int correct;
+  int batch;  // the rows summed: the host divides by it, whichever step (or replayed graph) wrote the sums
 };
+
+// A training step's values that change from step to step, in device memory, so that kernels queued once (a step
+// captured as a CUDA graph, learner/cuda/cuda_backend.hpp) read each step's own: where its minibatch starts in
+// the epoch's order, and its learning rate.
+struct StepScalars {
+  std::uint64_t first;
+  float learning_rate;
+};
+inline constexpr int kSetFirst = 1, kSetLearningRate = 2;
+// Sets the fields `which` (kSetFirst | kSetLearningRate) names, in `stream`'s order: values travel as the
+// kernel's arguments, so the host may change them again at once.
+cudaError_t set_step_scalars(StepScalars* step, std::uint64_t first, float learning_rate, int which,
+                             cudaStream_t stream);
 
 // Softmax cross-entropy over `batch` rows of `classes` scores: probs gets each row's softmax, *sums the sum
 // over rows of -log p[label] and the count of rows whose first highest score is their label.
@@ -42,9 +56,9 @@ cudaError_t softmax_cross_entropy_grad(int batch, int classes, const float* prob
                                        float* dlogits, cudaStream_t stream);
 
 // One step of learner/optimizer.hpp's rule over n parameters: with velocity (momentum), v <- μ·v - η·(g + λ·w),
-// w <- w + v; without (velocity null, sgd), w <- w - η·(g + λ·w).
+// w <- w + v; without (velocity null, sgd), w <- w - η·(g + λ·w). η is step->learning_rate, read when it runs.
 cudaError_t optimizer_step(std::size_t n, float* weights, const float* grads, float* velocity, float momentum,
-                           float learning_rate, float weight_decay, cudaStream_t stream);
+                           const StepScalars* step, float weight_decay, cudaStream_t stream);
 
 // The mirror's merge of one tensor (learner/cuda/cuda_backend.hpp): `host` holds the store's values, just copied in;
 // the elastic change since the last merge, d = host - base, becomes `host` (the pending delta), and
@@ -54,11 +68,11 @@ cudaError_t mirror_merge(std::size_t n, float* host, float* base, float* publish
 // The learner's side of the mirror: params += delta (when delta is not null), then published = params.
 cudaError_t mirror_publish(std::size_t n, float* params, const float* delta, float* published, cudaStream_t stream);
 
-// A minibatch gathered on the device: inputs[n] = images[order[n]] (sample_floats floats each) and labels[n] =
-// labels_all[order[n]], n < batch.
+// A minibatch gathered on the device: with f = step->first (read when it runs), inputs[n] = images[order[f + n]]
+// (sample_floats floats each) and labels[n] = labels_all[order[f + n]], n < batch.
 cudaError_t gather_samples(const float* images, const std::int32_t* labels_all, std::size_t sample_floats,
-                           const std::uint32_t* order, int batch, float* inputs, std::int32_t* labels,
-                           cudaStream_t stream);
+                           const std::uint32_t* order, const StepScalars* step, int batch, float* inputs,
+                           std::int32_t* labels, cudaStream_t stream);
 
 // FP32 to BF16 (round to nearest even) and back, n values. BF16 values are held as their 16 bits, so that this
 // header needs no CUDA header beyond the runtime's; they are __nv_bfloat16 in the kernels and CUDNN_DATA_BFLOAT16

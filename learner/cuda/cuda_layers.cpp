@@ -456,8 +456,14 @@ class SoftmaxCrossEntropy final : public Loss {
         softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(), ctx_.compute()));
     CUDA_CHECK(
         cudaMemcpyAsync(host_sums_.get(), sums_.get(), sizeof(LossSums), cudaMemcpyDeviceToHost, ctx_.compute()));
-    CUDA_CHECK(cudaEventRecord(copied_, ctx_.compute()));
-    batch_ = batch;
+    // Inside a step being captured as a CUDA graph, the record must be a node of the graph that every replay
+    // records again (an external record); a plain one would only order the capture's own streams.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(ctx_.compute(), &capturing));
+    if (capturing == cudaStreamCaptureStatusActive)
+      CUDA_CHECK(cudaEventRecordWithFlags(copied_, ctx_.compute(), cudaEventRecordExternal));
+    else
+      CUDA_CHECK(cudaEventRecord(copied_, ctx_.compute()));
   }
 
   // The one wait of a training step. The step calls it after queueing its backward pass and update, so the GPU
@@ -465,7 +471,7 @@ class SoftmaxCrossEntropy final : public Loss {
   // GPU idle until the host had queued them (about 6% of a step at batch 256 on an H100).
   LossResult result() override {
     CUDA_CHECK(cudaEventSynchronize(copied_));
-    return {host_sums_->loss / batch_, host_sums_->correct};
+    return {host_sums_->loss / host_sums_->batch, host_sums_->correct};
   }
 
   // The labels are forward()'s, already on the device.
@@ -481,7 +487,6 @@ class SoftmaxCrossEntropy final : public Loss {
   DeviceArray<LossSums> sums_;
   std::unique_ptr<LossSums, void (*)(LossSums*)> host_sums_{nullptr, nullptr};
   cudaEvent_t copied_ = nullptr;  // host_sums_ holds the last score()'s sums
-  int batch_ = 1;                 // of the last score()
 };
 
 }  // namespace
