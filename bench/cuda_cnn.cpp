@@ -4,9 +4,11 @@
 //
 //   bench_cuda_cnn [--data DIR] [--device cuda|cpu|auto] [--epochs 15] [--batch 64] [--steps N] ...
 //
-// samples/s counts training steps only (the minibatch gathered, sent up, forward, backward, optimizer, and the
-// mirror running beside them), after 50 warm-up steps; evaluations are not timed. With --steps N it times N
-// steps and stops, without evaluating.
+// samples/s counts training steps only (the minibatch gathered, on the device or sent up, forward, backward,
+// optimizer, and the mirror running beside them), after 50 warm-up steps; evaluations are not timed. With
+// --steps N it times N steps queued back to back, their losses left on the device as gridnode's Trainer leaves
+// them (from the first to the last one's end), and stops without evaluating; without, each step is timed to its
+// loss read.
 
 #include <chrono>
 #include <cstdio>
@@ -58,7 +60,19 @@ int main(int argc, char** argv) {
   };
 
   if (o.steps > 0) {
-    for (long s = 0; s < o.steps + warmup; ++s) timed_step();
+    // As gridnode's Trainer steps: the loss left on the device (LossRead::later), the steps queued one after
+    // another, and the time taken over all of them, to when the last one's loss is in (take_loss_totals waits).
+    for (long s = 0; s < warmup; ++s) timed_step();
+    if (auto taken = l.take_loss_totals(); !taken) fail(taken.error());
+    const auto start = clock::now();
+    for (long s = 0; s < o.steps; ++s) {
+      auto stepped = l.step(learner::Learner::LossRead::later);
+      if (!stepped) fail(stepped.error());
+      timed_samples += stepped.value().batch;
+      ++timed_steps;
+    }
+    if (auto taken = l.take_loss_totals(); !taken) fail(taken.error());
+    timed_seconds = std::chrono::duration<double>(clock::now() - start).count();
   } else {
     std::printf("%6s %10s %12s %10s %13s\n", "epoch", "samples", "samples/s", "test_loss", "test_accuracy");
     double accuracy = 0;

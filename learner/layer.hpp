@@ -49,6 +49,20 @@ struct LossResult {
   int correct = 0;  // samples whose highest score is their label (ties: the lowest class)
 };
 
+// What a Loss scored since its totals were last taken, summed over samples.
+struct LossTotals {
+  double loss = 0;  // summed cross-entropy
+  std::uint64_t correct = 0;
+  std::uint64_t samples = 0;
+
+  LossTotals& operator+=(const LossTotals& o) {
+    loss += o.loss;
+    correct += o.correct;
+    samples += o.samples;
+    return *this;
+  }
+};
+
 // softmax followed by cross-entropy, fused: numerically stable, and its gradient is simply p - onehot.
 class Loss {
  public:
@@ -69,6 +83,11 @@ class Loss {
     score(batch, logits, labels);
     return result();
   }
+
+  // The sums of every score since the last call, then zero. They are kept where the loss is computed, so that a
+  // training step need not wait for its own loss to be read (Learner::step with LossRead::later); this waits
+  // for the last score.
+  virtual LossTotals take_totals() = 0;
 
   // Backend memory for the maximum batch's labels, which a gather (Backend::gather) writes for score_gathered().
   virtual std::int32_t* gathered_labels() = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/check.hpp"
@@ -285,7 +286,10 @@ class SoftmaxCrossEntropy final : public Loss {
       r.correct += top == label;
     }
     r.loss = total / batch;
+    totals_ += {total, static_cast<std::uint64_t>(r.correct), static_cast<std::uint64_t>(batch)};
   }
+
+  LossTotals take_totals() override { return std::exchange(totals_, {}); }
 
   LossResult result() override { return result_; }
 
@@ -303,6 +307,7 @@ class SoftmaxCrossEntropy final : public Loss {
   int classes_;
   std::vector<float> probs_;
   std::vector<std::int32_t> gathered_;
+  LossTotals totals_;
   LossResult result_;
 };
 

@@ -46,6 +46,8 @@ class LayerStack {
 
   // The last forward's loss, once computed. REQUIRES: start_forward() ran since the last loss().
   LossResult loss() { return loss_->result(); }
+  // Every loss scored since the last call, summed (Loss::take_totals).
+  LossTotals take_loss_totals() { return loss_->take_totals(); }
 
   // Fills grads() for the batch of the last forward().
   // REQUIRES: forward() or start_forward() ran since the last backward().

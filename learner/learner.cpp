@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "learner/gemm.hpp"
 #include "learner/init.hpp"
@@ -159,7 +161,7 @@ void Learner::train_on_minibatch(int batch, double learning_rate) {
   backend_->update(learning_rate);
 }
 
-Result<StepResult> Learner::step() {
+Result<StepResult> Learner::step(LossRead read) {
   const std::size_t count = train_.count;
   const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, count - position_));
   const double learning_rate = optimizer_.learning_rate(epoch() + static_cast<double>(position_) / count,
@@ -169,7 +171,7 @@ Result<StepResult> Learner::step() {
   const Status ran = on_backend([&] {
     backend_->prepare();
     train_on_minibatch(batch, learning_rate);
-    loss = stack_.loss();  // after the backward pass and update are queued: a GPU keeps busy while the host waits
+    if (read == LossRead::now) loss = stack_.loss();  // after the step is queued: a GPU keeps busy meanwhile  // after the backward pass and update are queued: a GPU keeps busy while the host waits
   });
   if (!ran.ok()) return ran.error();
 
@@ -180,7 +182,18 @@ Result<StepResult> Learner::step() {
     epoch_.fetch_add(1, std::memory_order_relaxed);
     start_epoch();
   }
+  if (read == LossRead::later) {
+    constexpr double unread = std::numeric_limits<double>::quiet_NaN();
+    return StepResult{unread, unread, batch, learning_rate};
+  }
   return StepResult{loss.loss, static_cast<double>(loss.correct) / batch, batch, learning_rate};
+}
+
+Result<LossTotals> Learner::take_loss_totals() {
+  LossTotals totals;
+  if (Status taken = on_backend([&] { totals = stack_.take_loss_totals(); }); !taken.ok()) return taken.error();
+  totals += std::exchange(taken_, {});
+  return totals;
 }
 
 Result<Evaluation> Learner::evaluate(const Dataset& data) {
@@ -192,6 +205,9 @@ Result<Evaluation> Learner::evaluate(const Dataset& data) {
   std::size_t correct = 0;
   const std::size_t floats = data.sample_floats;
   const Status ran = on_backend([&] {
+    // The evaluation's losses go through the same Loss: the training steps' are set aside first, and the
+    // evaluation's dropped after.
+    taken_ += stack_.take_loss_totals();
     backend_->prepare();
     for (std::size_t start = 0; start < data.count; start += config_.batch) {
       const int batch = static_cast<int>(std::min<std::size_t>(config_.batch, data.count - start));
@@ -200,6 +216,7 @@ Result<Evaluation> Learner::evaluate(const Dataset& data) {
       loss += r.loss * batch;
       correct += r.correct;
     }
+    stack_.take_loss_totals();
   });
   if (!ran.ok()) return ran.error();
   e.loss = loss / data.count;

@@ -80,7 +80,15 @@ class Learner {
   Learner& operator=(const Learner&) = delete;
 
   // One minibatch: snapshot, forward, backward, update (see above). Errors: the backend failed, now or before.
-  Result<StepResult> step();
+  // LossRead::later leaves the minibatch's loss where it was computed (StepResult's loss and accuracy are then
+  // NaN), so that a GPU step is queued and the next one follows without the host waiting for it; the losses
+  // are summed there for take_loss_totals(), which a report reads.
+  enum class LossRead { now, later };
+  Result<StepResult> step(LossRead read = LossRead::now);
+
+  // The training steps' losses since the last call, summed over their samples (evaluations' are not counted).
+  // Errors: the backend failed, now or before.
+  Result<LossTotals> take_loss_totals();
 
   // Loss and accuracy of the current parameters (one snapshot) over `data`. Errors: check(data)'s, or the
   // backend failed, now or before.
@@ -155,6 +163,7 @@ class Learner {
   DataPlacement data_;
   LayerStack stack_;
   Status failed_;  // the backend's failure, once it failed
+  LossTotals taken_;  // training losses taken from the stack before an evaluation, for take_loss_totals()
 
   int steps_per_epoch_ = 0;
   std::vector<std::uint32_t> order_;  // this epoch's sample order

@@ -98,8 +98,6 @@ void Trainer::run() {
   std::uint64_t epoch_samples = l.samples();
   std::uint64_t epoch_steps = l.steps();
   std::uint64_t epoch_rounds = setup_.rounds ? setup_.rounds() : 0;
-  double loss_sum = 0;
-  int loss_steps = 0;
   std::chrono::nanoseconds waited{0};
   bool reported = false;
   StalenessBound bound(setup_.staleness_bound, setup_.rounds, setup_.averaging);
@@ -109,10 +107,9 @@ void Trainer::run() {
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));
   while (!l.done() && !stop_.load()) {
     int epoch_before = l.epoch();
-    auto stepped = l.step();
+    // The loss is read once an epoch, at the report: on a GPU no step waits for its own.
+    auto stepped = l.step(Learner::LossRead::later);
     if (!stepped) return finish(stepped.error());
-    loss_sum += stepped.value().loss;
-    ++loss_steps;
     if (setup_.progress) setup_.progress->samples.store(l.samples(), std::memory_order_relaxed);
     if (paced) {
       const auto stepped_at = clock::now();
@@ -132,6 +129,8 @@ void Trainer::run() {
     // samples/s is the training rate: the test evaluation that follows an epoch is not part of it (it would make
     // short epochs, a node's 1/N shard, look slower than long ones).
     const auto trained = clock::now();
+    auto losses = l.take_loss_totals();
+    if (!losses) return finish(losses.error());
     auto evaluated = l.evaluate(setup_.test);
     if (!evaluated) return finish(evaluated.error());
     const learner::Evaluation& eval = evaluated.value();
@@ -142,7 +141,7 @@ void Trainer::run() {
     r.time_s = std::chrono::duration<double>(now - start).count();
     double seconds = std::chrono::duration<double>(trained - epoch_start).count();
     r.samples_per_s = seconds > 0 ? static_cast<double>(r.samples - epoch_samples) / seconds : 0;
-    r.loss = loss_steps ? loss_sum / loss_steps : 0;
+    r.loss = losses.value().samples ? losses.value().loss / static_cast<double>(losses.value().samples) : 0;
     r.test_loss = eval.loss;
     r.test_accuracy = eval.accuracy;
     r.rounds = setup_.rounds ? setup_.rounds() : 0;
@@ -161,8 +160,6 @@ void Trainer::run() {
     epoch_samples = r.samples;
     epoch_steps = l.steps();
     epoch_rounds = r.rounds;
-    loss_sum = 0;
-    loss_steps = 0;
     waited = {};
   }
   // Stopped mid-epoch, or resumed already done: the final accuracy is the current model's.

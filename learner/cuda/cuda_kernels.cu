@@ -54,7 +54,7 @@ __global__ void relu_backward_kernel(std::size_t n, const float* y, const float*
 
 // One block: each thread takes whole rows (a row is only `classes` scores), then the block adds up.
 __global__ void softmax_cross_entropy_kernel(int batch, int classes, const float* logits, const std::int32_t* labels,
-                                             float* probs, LossSums* sums) {
+                                             float* probs, LossSums* sums, LossTotalSums* totals) {
   __shared__ double loss[threads];
   __shared__ int correct[threads];
   double my_loss = 0;
@@ -89,7 +89,13 @@ __global__ void softmax_cross_entropy_kernel(int batch, int classes, const float
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) *sums = {loss[0], correct[0], batch};
+  if (threadIdx.x == 0) {
+    *sums = {loss[0], correct[0], batch};
+    // One thread, in stream order after the last step's kernel: no atomics needed.
+    totals->loss += loss[0];
+    totals->correct += static_cast<unsigned long long>(correct[0]);
+    totals->samples += static_cast<unsigned long long>(batch);
+  }
 }
 
 __global__ void softmax_cross_entropy_grad_kernel(std::size_t n, int classes, float scale, const float* probs,
@@ -187,8 +193,8 @@ cudaError_t relu_backward(std::size_t n, const float* y, const float* dy, float*
 }
 
 cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels, float* probs,
-                                  LossSums* sums, cudaStream_t stream) {
-  softmax_cross_entropy_kernel<<<1, threads, 0, stream>>>(batch, classes, logits, labels, probs, sums);
+                                  LossSums* sums, LossTotalSums* totals, cudaStream_t stream) {
+  softmax_cross_entropy_kernel<<<1, threads, 0, stream>>>(batch, classes, logits, labels, probs, sums, totals);
   return cudaGetLastError();
 }
 

@@ -32,6 +32,13 @@ struct LossSums {
   int batch;  // the rows summed: the host divides by it, whichever step (or replayed graph) wrote the sums
 };
 
+// Loss::take_totals()'s sums, on the device.
+struct LossTotalSums {
+  double loss;
+  unsigned long long correct;
+  unsigned long long samples;
+};
+
 // A training step's values that change from step to step, in device memory, so that kernels queued once (a step
 // captured as a CUDA graph, learner/cuda/cuda_backend.hpp) read each step's own: where its minibatch starts in
 // the epoch's order, and its learning rate.
@@ -46,10 +53,11 @@ cudaError_t set_step_scalars(StepScalars* step, std::uint64_t first, float learn
                              cudaStream_t stream);
 
 // Softmax cross-entropy over `batch` rows of `classes` scores: probs gets each row's softmax, *sums the sum
-// over rows of -log p[label] and the count of rows whose first highest score is their label.
+// over rows of -log p[label] and the count of rows whose first highest score is their label; the same are added
+// to *totals (what the host takes when it reports, Loss::take_totals).
 // REQUIRES: every label in [0, classes).
 cudaError_t softmax_cross_entropy(int batch, int classes, const float* logits, const std::int32_t* labels, float* probs,
-                                  LossSums* sums, cudaStream_t stream);
+                                  LossSums* sums, LossTotalSums* totals, cudaStream_t stream);
 
 // dlogits = (probs - onehot(labels)) / batch.
 cudaError_t softmax_cross_entropy_grad(int batch, int classes, const float* probs, const std::int32_t* labels,

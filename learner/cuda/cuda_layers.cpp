@@ -434,7 +434,8 @@ class SoftmaxCrossEntropy final : public Loss {
         classes_(classes),
         probs_(device_array<float>(std::size_t(max_batch) * classes, ctx.compute())),
         labels_(device_array<std::int32_t>(std::size_t(max_batch), ctx.compute())),
-        sums_(device_array<LossSums>(1, ctx.compute())) {
+        sums_(device_array<LossSums>(1, ctx.compute())),
+        totals_(device_array<LossTotalSums>(1, ctx.compute())) {
     void* host = nullptr;
     CUDA_CHECK(cudaMallocHost(&host, sizeof(LossSums)));
     host_sums_ = {static_cast<LossSums*>(host), [](LossSums* p) { cudaFreeHost(p); }};
@@ -451,9 +452,17 @@ class SoftmaxCrossEntropy final : public Loss {
 
   std::int32_t* gathered_labels() override { return labels_.get(); }
 
+  LossTotals take_totals() override {
+    LossTotalSums t{};
+    ctx_.download(totals_.get(), &t, sizeof t);  // after everything queued: every step's loss is in
+    CUDA_CHECK(cudaMemsetAsync(totals_.get(), 0, sizeof t, ctx_.compute()));
+    return {t.loss, t.correct, t.samples};
+  }
+
   void score_gathered(int batch, const float* logits) override {
     CUDA_CHECK(
-        softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(), ctx_.compute()));
+        softmax_cross_entropy(batch, classes_, logits, labels_.get(), probs_.get(), sums_.get(), totals_.get(),
+                              ctx_.compute()));
     CUDA_CHECK(
         cudaMemcpyAsync(host_sums_.get(), sums_.get(), sizeof(LossSums), cudaMemcpyDeviceToHost, ctx_.compute()));
     // Inside a step being captured as a CUDA graph, the record must be a node of the graph that every replay
@@ -485,6 +494,7 @@ class SoftmaxCrossEntropy final : public Loss {
   DeviceArray<float> probs_;
   DeviceArray<std::int32_t> labels_;
   DeviceArray<LossSums> sums_;
+  DeviceArray<LossTotalSums> totals_;  // since the last take_totals()
   std::unique_ptr<LossSums, void (*)(LossSums*)> host_sums_{nullptr, nullptr};
   cudaEvent_t copied_ = nullptr;  // host_sums_ holds the last score()'s sums
 };

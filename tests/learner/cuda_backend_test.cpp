@@ -361,6 +361,20 @@ TEST_CASE("on CUDA, minibatches gathered on the device train as those gathered o
   must_evaluate(*device, device->train_set());
   must_evaluate(*host, host->train_set());
   for (int s = 0; s < 6; ++s) CHECK(must_step(*device).loss == doctest::Approx(must_step(*host).loss).epsilon(1e-4));
+  // Steps whose loss the host does not wait for (what the Trainer runs): the replayed graphs sum it on the device.
+  REQUIRE(device->take_loss_totals().ok());
+  double loss = 0;
+  std::uint64_t samples = 0;
+  for (int s = 0; s < 6; ++s) {
+    const auto want = must_step(*host);
+    loss += want.loss * want.batch;
+    samples += static_cast<std::uint64_t>(want.batch);
+    REQUIRE(device->step(Learner::LossRead::later).ok());
+  }
+  auto totals = device->take_loss_totals();
+  REQUIRE(totals.ok());
+  CHECK(totals.value().samples == samples);
+  CHECK(totals.value().loss == doctest::Approx(loss).epsilon(1e-4));
 }
 
 TEST_CASE("on CUDA, the store follows the device, and a write into the store reaches the device") {

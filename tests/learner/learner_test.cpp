@@ -128,6 +128,33 @@ TEST_CASE("learner.data_on_device true where auto found no GPU is refused, namin
   CHECK(automatic->data_note() == "in host memory (the CPU backend computes there)");
 }
 
+TEST_CASE("steps that leave their loss unread sum it for take_loss_totals(), evaluations not counted") {
+  auto read = must_create(mlp_config(4), blobs(10));
+  auto unread = must_create(mlp_config(4), blobs(10));
+  double loss = 0;
+  std::uint64_t correct = 0, samples = 0;
+  for (int s = 0; s < 5; ++s) {  // 10 samples in batches of 4: 4, 4, 2, then 4, 4
+    const auto r = must_step(*read);
+    loss += r.loss * r.batch;
+    correct += static_cast<std::uint64_t>(std::lround(r.accuracy * r.batch));
+    samples += static_cast<std::uint64_t>(r.batch);
+    auto later = unread->step(Learner::LossRead::later);
+    REQUIRE(later.ok());
+    CHECK(std::isnan(later.value().loss));
+    CHECK(later.value().batch == r.batch);
+    if (s == 2) must_evaluate(*unread, unread->train_set());  // its losses go through the same Loss
+  }
+  CHECK(arena(*unread) == arena(*read));  // reading the loss or not changes no arithmetic
+  auto totals = unread->take_loss_totals();
+  REQUIRE(totals.ok());
+  CHECK(totals.value().samples == samples);
+  CHECK(totals.value().correct == correct);
+  CHECK(totals.value().loss == doctest::Approx(loss).epsilon(1e-12));
+  auto again = unread->take_loss_totals();  // taken: zero until the next steps
+  REQUIRE(again.ok());
+  CHECK(again.value().samples == 0);
+}
+
 TEST_CASE("restoring the step count, the parameters and the velocity resumes training exactly") {
   auto a = must_create(mlp_config(4), blobs(10));
   for (int s = 0; s < 7; ++s) must_step(*a);
