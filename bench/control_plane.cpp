@@ -69,157 +69,210 @@ std::uint64_t rounds_of(const actors::GridView& view) {
   return sum;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   int nodes = 256, dims = 2, ops = 20;
   double seconds = 5;
   int report_ms = 250;
   int floats = 16;
   bool header = false;
   std::vector<std::string> sets;  // config overrides, as gridnode's --set takes them
+};
+
+// The command line; exits 2 with the usage, or fails, on what it cannot take.
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return !std::strcmp(argv[i], name) && i + 1 < argc; };
-    if (arg("--nodes")) nodes = std::atoi(argv[++i]);
-    else if (arg("--dims")) dims = std::atoi(argv[++i]);
-    else if (arg("--ops")) ops = std::atoi(argv[++i]);
-    else if (arg("--seconds")) seconds = std::atof(argv[++i]);
-    else if (arg("--report-ms")) report_ms = std::atoi(argv[++i]);
-    else if (arg("--floats")) floats = std::atoi(argv[++i]);
-    else if (arg("--set")) sets.emplace_back(argv[++i]);
-    else if (!std::strcmp(argv[i], "--header")) header = true;
+    if (arg("--nodes")) o.nodes = std::atoi(argv[++i]);
+    else if (arg("--dims")) o.dims = std::atoi(argv[++i]);
+    else if (arg("--ops")) o.ops = std::atoi(argv[++i]);
+    else if (arg("--seconds")) o.seconds = std::atof(argv[++i]);
+    else if (arg("--report-ms")) o.report_ms = std::atoi(argv[++i]);
+    else if (arg("--floats")) o.floats = std::atoi(argv[++i]);
+    else if (arg("--set")) o.sets.emplace_back(argv[++i]);
+    else if (!std::strcmp(argv[i], "--header")) o.header = true;
     else {
       std::fprintf(stderr, "usage: bench_control_plane --nodes N --dims D [--ops K] [--seconds S] [--report-ms R] "
                            "[--floats F] [--set key=value]... [--header]\n");
-      return 2;
+      std::exit(2);
     }
   }
-  if (nodes < 2 || dims < 1 || ops < 1 || ops >= nodes || seconds <= 0 || report_ms < 10)
+  if (o.nodes < 2 || o.dims < 1 || o.ops < 1 || o.ops >= o.nodes || o.seconds <= 0 || o.report_ms < 10)
     fail("need --nodes >= 2, --dims >= 1, 1 <= --ops < nodes, --seconds > 0, --report-ms >= 10");
-  if (header) {
-    std::printf("%6s %2s %-10s %7s %8s %9s | %8s %5s %5s %7s | %8s %5s %5s %7s | %7s | %8s %6s %7s %6s\n", "nodes", "d",
-                "shape", "form_s", "rss_MiB", "rounds/s", "join_ms", "msgs", "max", "gm_us", "leave_ms", "msgs", "max",
-                "gm_us", "d*n^1/d", "build_us", "b/chg", "state/s", "/node");
+  return o;
+}
+
+void print_header() {
+  std::printf("%6s %2s %-10s %7s %8s %9s | %8s %5s %5s %7s | %8s %5s %5s %7s | %7s | %8s %6s %7s %6s\n", "nodes", "d",
+              "shape", "form_s", "rss_MiB", "rounds/s", "join_ms", "msgs", "max", "gm_us", "leave_ms", "msgs", "max",
+              "gm_us", "d*n^1/d", "build_us", "b/chg", "state/s", "/node");
+}
+
+// One join or leave, as the GridMaster counted it.
+struct Op {
+  double wall_ms, messages, gm_us, builds;
+};
+
+Op op_figures(const actors::MembershipFigures& a, const actors::MembershipFigures& b, bool join, double ms) {
+  return Op{ms, static_cast<double>(join ? b.join_messages - a.join_messages : b.leave_messages - a.leave_messages),
+            static_cast<double>(join ? b.join_ns - a.join_ns : b.leave_ns - a.leave_ns) / 1e3,
+            static_cast<double>(b.state_builds - a.state_builds)};
+}
+
+// In-process nodes of one runtime, the first one the others' seed and the GridMaster's host.
+class Cluster {
+ public:
+  Cluster(const Options& o, const config::Config& cfg) : o_(o), cfg_(cfg), runtime_(cfg) {}
+
+  // Everyone at once through the first node; returns the seconds it took.
+  double form() {
+    const auto t = Clock::now();
+    handles_.push_back(start(1, caf::actor{}));
+    welcomed(handles_[0]);
+    seed_ = handles_[0].actor();
+    for (int i = 2; i <= o_.nodes; ++i) handles_.push_back(start(static_cast<std::uint64_t>(i), seed_));
+    for (const auto& h : handles_) welcomed(h);
+    const double seconds = seconds_since(t);
+    const actors::GridView view = view_of(handles_[0]);
+    if (view.nodes.size() != static_cast<std::size_t>(o_.nodes))
+      fail("formed with " + std::to_string(view.nodes.size()) + " members, not " + std::to_string(o_.nodes));
+    for (auto side : view.shape) shape_ += (shape_.empty() ? "" : "x") + std::to_string(side);
+    last_ = view.membership;
+    return seconds;
+  }
+  const std::string& shape() const { return shape_; }
+  const actors::MembershipFigures& membership() const { return last_; }
+
+  // Rounds a second over --seconds, once every node has reported twice.
+  double rounds_per_second() {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3 * o_.report_ms));
+    actors::GridView view = view_of(handles_[0]);
+    const std::uint64_t before = rounds_of(view);
+    const auto t = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(o_.seconds));
+    view = view_of(handles_[0]);
+    const double per_s = static_cast<double>(rounds_of(view) - before) / seconds_since(t);
+    if (per_s <= 0) {
+      std::size_t reported = 0, with_rounds = 0;
+      for (const auto& n : view.nodes) {
+        reported += n.param_distance >= 0;
+        with_rounds += n.figures.rounds_done > 0;
+      }
+      fail("no rounds ran in " + std::to_string(o_.seconds) + " s: " + std::to_string(reported) + " of " +
+           std::to_string(view.nodes.size()) + " nodes reported, " + std::to_string(with_rounds) +
+           " with rounds; layout version " + std::to_string(view.layout_version));
+    }
+    last_ = view.membership;
+    return per_s;
+  }
+
+  // --ops joins, one after another, with the GridMaster's figures after each.
+  std::vector<Op> joins() {
+    std::vector<Op> ops;
+    for (int k = 0; k < o_.ops; ++k) {
+      const auto t = Clock::now();
+      handles_.push_back(start(static_cast<std::uint64_t>(o_.nodes + 1 + k), seed_));
+      welcomed(handles_.back());
+      const double ms = 1e3 * seconds_since(t);
+      const actors::MembershipFigures now = view_of(handles_[0]).membership;
+      if (now.joins != last_.joins + 1) fail("the GridMaster did not count the join");
+      ops.push_back(op_figures(last_, now, true, ms));
+      last_ = now;
+    }
+    return ops;
+  }
+
+  // --ops leaves of random members other than the GridMaster's node (node 1), one after another.
+  std::vector<Op> leaves() {
+    std::vector<Op> ops;
+    std::mt19937_64 rng{7};
+    std::vector<std::size_t> order(handles_.size() - 1);
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i + 1;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (int k = 0; k < o_.ops; ++k) {
+      const auto t = Clock::now();
+      const auto& leaver = handles_[order[static_cast<std::size_t>(k)]];
+      leaver.stop();
+      leaver.wait();  // it ends once the GridMaster took it out (or after 3 s without an answer)
+      const double ms = 1e3 * seconds_since(t);
+      const actors::MembershipFigures now = view_of(handles_[0]).membership;
+      if (now.leaves != last_.leaves + 1) fail("the GridMaster did not count the leave");
+      ops.push_back(op_figures(last_, now, false, ms));
+      last_ = now;
+    }
+    return ops;
+  }
+
+ private:
+  actors::NodeHandle start(std::uint64_t id, const caf::actor& seed) {
+    actors::NodeOptions options;
+    options.config = cfg_;
+    options.node_id = id;
+    options.listen = false;
+    options.seed_node = seed;
+    options.report_interval = std::chrono::milliseconds(o_.report_ms);
+    options.join_timeout = std::chrono::seconds(600);
+    auto started = runtime_.start_node(options);
+    if (!started) fail("node " + std::to_string(id) + ": " + started.error().to_string());
+    return started.value();
+  }
+
+  static void welcomed(const actors::NodeHandle& h) {
+    if (h.wait_joined().result != actors::JoinResult::welcomed) fail("node " + std::to_string(h.id()) + " not welcomed");
+  }
+
+  const Options& o_;
+  config::Config cfg_;
+  actors::Runtime runtime_;
+  std::vector<actors::NodeHandle> handles_;
+  caf::actor seed_;
+  std::string shape_;
+  actors::MembershipFigures last_;  // the GridMaster's figures, as last read
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_options(argc, argv);
+  if (o.header) {
+    print_header();
     return 0;
   }
   spdlog::set_level(spdlog::level::warn);  // a line per join and leave would be most of the output
-  sets.insert(sets.begin(), {"learner.kind=probe", "learner.probe_floats=" + std::to_string(floats),
-                             "grid.dims=" + std::to_string(dims)});
-  auto cfg = config::load_string("{}", "<bench>", sets);
+  o.sets.insert(o.sets.begin(), {"learner.kind=probe", "learner.probe_floats=" + std::to_string(o.floats),
+                                 "grid.dims=" + std::to_string(o.dims)});
+  auto cfg = config::load_string("{}", "<bench>", o.sets);
   if (!cfg) fail(cfg.error().to_string());
-  actors::Runtime runtime{cfg.value()};
-  auto options = [&](std::uint64_t id, const caf::actor& seed) {
-    actors::NodeOptions o;
-    o.config = cfg.value();
-    o.node_id = id;
-    o.listen = false;
-    o.seed_node = seed;
-    o.report_interval = std::chrono::milliseconds(report_ms);
-    o.join_timeout = std::chrono::seconds(600);
-    return o;
-  };
-  auto start = [&](std::uint64_t id, const caf::actor& seed) {
-    auto started = runtime.start_node(options(id, seed));
-    if (!started) fail("node " + std::to_string(id) + ": " + started.error().to_string());
-    return started.value();
-  };
-  auto welcomed = [](const actors::NodeHandle& h) {
-    if (h.wait_joined().result != actors::JoinResult::welcomed) fail("node " + std::to_string(h.id()) + " not welcomed");
-  };
-
-  // Form: everyone at once through the first node.
+  Cluster cluster(o, cfg.value());  // never torn down: the process ends with _Exit (see the top of this file)
   const auto t_form = Clock::now();
-  std::vector<actors::NodeHandle> handles;
-  handles.push_back(start(1, caf::actor{}));
-  welcomed(handles[0]);
-  const caf::actor seed = handles[0].actor();
-  for (int i = 2; i <= nodes; ++i) handles.push_back(start(static_cast<std::uint64_t>(i), seed));
-  for (const auto& h : handles) welcomed(h);
-  const double form_s = seconds_since(t_form);
-  actors::GridView view = view_of(handles[0]);
-  if (view.nodes.size() != static_cast<std::size_t>(nodes))
-    fail("formed with " + std::to_string(view.nodes.size()) + " members, not " + std::to_string(nodes));
-  std::string shape;
-  for (auto side : view.shape) shape += (shape.empty() ? "" : "x") + std::to_string(side);
-
-  // Rounds, once every node has reported twice.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3 * report_ms));
-  view = view_of(handles[0]);
-  const std::uint64_t rounds_before = rounds_of(view);
-  const auto t_rounds = Clock::now();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  view = view_of(handles[0]);
-  const double rounds_per_s = static_cast<double>(rounds_of(view) - rounds_before) / seconds_since(t_rounds);
-  if (rounds_per_s <= 0) {
-    std::size_t reported = 0, with_rounds = 0;
-    for (const auto& n : view.nodes) {
-      reported += n.param_distance >= 0;
-      with_rounds += n.figures.rounds_done > 0;
-    }
-    fail("no rounds ran in " + std::to_string(seconds) + " s: " + std::to_string(reported) + " of " +
-         std::to_string(view.nodes.size()) + " nodes reported, " + std::to_string(with_rounds) +
-         " with rounds; layout version " + std::to_string(view.layout_version));
-  }
-
-  // Joins, then leaves of random members other than the GridMaster's node (node 1), one after another; the
-  // GridMaster's figures after each (medians: a join that grows the grid's side costs more, shown by the max).
-  struct Op {
-    double wall_ms, messages, gm_us, builds;
-  };
-  auto op_figures = [](const actors::MembershipFigures& a, const actors::MembershipFigures& b, bool join, double ms) {
-    return Op{ms, static_cast<double>(join ? b.join_messages - a.join_messages : b.leave_messages - a.leave_messages),
-              static_cast<double>(join ? b.join_ns - a.join_ns : b.leave_ns - a.leave_ns) / 1e3,
-              static_cast<double>(b.state_builds - a.state_builds)};
-  };
-  std::vector<Op> joins, leaves;
-  actors::MembershipFigures last = view.membership;
-  for (int k = 0; k < ops; ++k) {
-    const auto t = Clock::now();
-    handles.push_back(start(static_cast<std::uint64_t>(nodes + 1 + k), seed));
-    welcomed(handles.back());
-    const double ms = 1e3 * seconds_since(t);
-    const actors::MembershipFigures now = view_of(handles[0]).membership;
-    if (now.joins != last.joins + 1) fail("the GridMaster did not count the join");
-    joins.push_back(op_figures(last, now, true, ms));
-    last = now;
-  }
-  std::mt19937_64 rng{7};
-  std::vector<std::size_t> order(handles.size() - 1);
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i + 1;
-  std::shuffle(order.begin(), order.end(), rng);
-  for (int k = 0; k < ops; ++k) {
-    const auto t = Clock::now();
-    const auto& leaver = handles[order[static_cast<std::size_t>(k)]];
-    leaver.stop();
-    leaver.wait();  // it ends once the GridMaster took it out (or after 3 s without an answer)
-    const double ms = 1e3 * seconds_since(t);
-    const actors::MembershipFigures now = view_of(handles[0]).membership;
-    if (now.leaves != last.leaves + 1) fail("the GridMaster did not count the leave");
-    leaves.push_back(op_figures(last, now, false, ms));
-    last = now;
-  }
+  const double form_s = cluster.form();
+  const double rounds_per_s = cluster.rounds_per_second();
+  // The joins, then the leaves; medians (a join that grows the grid's side costs more, shown by the max).
+  const std::vector<Op> joins = cluster.joins();
+  const std::vector<Op> leaves = cluster.leaves();
   const double total_s = seconds_since(t_form);
   auto med = [](const std::vector<Op>& v, double Op::*field) {
     std::vector<double> x;
-    for (const Op& o : v) x.push_back(o.*field);
+    for (const Op& op : v) x.push_back(op.*field);
     return median(x);
   };
   auto max_of = [](const std::vector<Op>& v, double Op::*field) {
     double m = 0;
-    for (const Op& o : v) m = std::max(m, o.*field);
+    for (const Op& op : v) m = std::max(m, op.*field);
     return m;
   };
+  const actors::MembershipFigures& last = cluster.membership();
   const double build_us = last.state_builds ? static_cast<double>(last.state_build_ns) / last.state_builds / 1e3 : 0;
 
   std::printf("%6d %2d %-10s %7.2f %8.0f %9.0f | %8.2f %5.0f %5.0f %7.0f | %8.2f %5.0f %5.0f %7.0f | %7.1f | %8.0f "
               "%6.2f %7.0f %6.2f\n",
-              nodes, dims, shape.c_str(), form_s, static_cast<double>(rss_kib()) / 1024.0, rounds_per_s,
-              med(joins, &Op::wall_ms), med(joins, &Op::messages), max_of(joins, &Op::messages),
+              o.nodes, o.dims, cluster.shape().c_str(), form_s, static_cast<double>(rss_kib()) / 1024.0,
+              rounds_per_s, med(joins, &Op::wall_ms), med(joins, &Op::messages), max_of(joins, &Op::messages),
               med(joins, &Op::gm_us), med(leaves, &Op::wall_ms), med(leaves, &Op::messages),
-              max_of(leaves, &Op::messages), med(leaves, &Op::gm_us), dims * std::pow(static_cast<double>(nodes), 1.0 / dims),
-              build_us, static_cast<double>(last.state_builds) / static_cast<double>(last.joins + last.leaves),
-              static_cast<double>(last.states_sent) / total_s,
-              static_cast<double>(last.states_sent) / total_s / nodes);
+              max_of(leaves, &Op::messages), med(leaves, &Op::gm_us),
+              o.dims * std::pow(static_cast<double>(o.nodes), 1.0 / o.dims), build_us,
+              static_cast<double>(last.state_builds) / static_cast<double>(last.joins + last.leaves),
+              static_cast<double>(last.states_sent) / total_s, static_cast<double>(last.states_sent) / total_s / o.nodes);
   std::fflush(stdout);
   std::_Exit(0);  // no teardown: see the top of this file
 }

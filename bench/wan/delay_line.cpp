@@ -278,22 +278,25 @@ std::size_t cut(const unsigned char* in, const Send& s, std::uint32_t first, std
   return length;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Options {
   End left, right;
   double delay_ms = -1, loss = 0, queue_mb = 64;
   std::uint64_t seed = 1;
   bool offload = false;
+};
+
+// The command line; fails (exit 2) on what it cannot take. Exits 0 after --help.
+Options parse_options(int argc, char** argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string option = argv[i];
     if (option == "--help" || option == "-h") {
       std::printf("usage: %s --left NETNS:DEVICE --right NETNS:DEVICE --delay-ms MS [--loss FRACTION] [--seed N] "
                   "[--queue-mb MB] [--offload]\n", argv[0]);
-      return 0;
+      std::exit(0);
     }
     if (option == "--offload") {
-      offload = true;
+      o.offload = true;
       continue;
     }
     if (option != "--left" && option != "--right" && option != "--delay-ms" && option != "--loss" &&
@@ -301,135 +304,109 @@ int main(int argc, char** argv) {
       fail("unknown option '" + option + "' (--help lists them)");
     if (++i >= argc) fail(option + ": missing value");
     const std::string value = argv[i];
-    if (option == "--left") left = parse_end(option, value);
-    else if (option == "--right") right = parse_end(option, value);
-    else if (option == "--delay-ms") delay_ms = parse_number(option, value, 0, 10'000);
-    else if (option == "--loss") loss = parse_number(option, value, 0, 0.999);
-    else if (option == "--queue-mb") queue_mb = parse_number(option, value, 1, 4096);
+    if (option == "--left") o.left = parse_end(option, value);
+    else if (option == "--right") o.right = parse_end(option, value);
+    else if (option == "--delay-ms") o.delay_ms = parse_number(option, value, 0, 10'000);
+    else if (option == "--loss") o.loss = parse_number(option, value, 0, 0.999);
+    else if (option == "--queue-mb") o.queue_mb = parse_number(option, value, 1, 4096);
     else {
       char* end = nullptr;
       errno = 0;
-      seed = std::strtoull(value.c_str(), &end, 10);
+      o.seed = std::strtoull(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || errno != 0 || value[0] == '-')
         fail("--seed: not a non-negative integer: '" + value + "'");
     }
   }
-  if (left.device.empty()) fail("--left NETNS:DEVICE is required");
-  if (right.device.empty()) fail("--right NETNS:DEVICE is required");
-  if (delay_ms < 0) fail("--delay-ms MS is required");
-  if (left.netns == right.netns && left.device == right.device) fail("--left and --right name the same device");
+  if (o.left.device.empty()) fail("--left NETNS:DEVICE is required");
+  if (o.right.device.empty()) fail("--right NETNS:DEVICE is required");
+  if (o.delay_ms < 0) fail("--delay-ms MS is required");
+  if (o.left.netns == o.right.netns && o.left.device == o.right.device)
+    fail("--left and --right name the same device");
+  return o;
+}
 
-  // SIGTERM and SIGINT arrive through a descriptor that poll watches with the devices: no handler, no race.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
-  const int signals = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signals < 0) fail(std::string("signalfd: ") + std::strerror(errno));
+// Writes every packet of `d` that is due by `now` to its far end; returns when the next one is due (-1: none).
+std::int64_t send_due(Direction& d, std::int64_t now) {
+  while (const unsigned char* r = d.queue.front()) {
+    if (Fifo::due(r) > now) return Fifo::due(r);
+    if (write(d.to->fd, Fifo::bytes(r), Fifo::length(r)) < 0) {
+      // The device is down or the stack refused the packet: a lost packet, as on a cable.
+      ++d.write_errors;
+      d.last_write_errno = errno;
+    }
+    d.queue.pop();
+  }
+  return -1;
+}
 
-  open_end(left, offload);
-  open_end(right, offload);
-  // Wake-ups as close to a packet's due time as the kernel allows (the default slack is 50 µs).
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+// How a direction takes what its near end hands over: each segment lost when a draw is below loss · 2^64, the
+// rest queued to go out after the delay.
+struct Intake {
+  bool offload = false;
+  double loss = 0;
+  std::uint64_t threshold = 0;  // loss · 2^64
+  std::int64_t delay_ns = 0;
+  std::vector<unsigned char> discard = std::vector<unsigned char>(Fifo::kMaxPacket);  // a packet over the queue
+  std::vector<unsigned char> scratch;  // a TSO send being cut
 
-  const auto queue_bytes = static_cast<std::size_t>(queue_mb * 1024 * 1024);
-  const auto delay_ns = static_cast<std::int64_t>(std::llround(delay_ms * 1e6));
-  Direction directions[2] = {
-      {&left, &right, queue_bytes, seed * 2 + 0},
-      {&right, &left, queue_bytes, seed * 2 + 1},
-  };
-  std::printf("ready: %s:%s <-> %s:%s, delay %g ms each way, loss %g, seed %llu\n", left.netns.c_str(),
-              left.device.c_str(), right.netns.c_str(), right.device.c_str(), delay_ms, loss,
-              static_cast<unsigned long long>(seed));
-  std::fflush(stdout);
-
-  std::vector<unsigned char> discard(Fifo::kMaxPacket), scratch;
-  // Each segment is lost when a draw is below loss · 2^64.
-  const auto threshold = static_cast<std::uint64_t>(std::ldexp(loss, 64));
-  pollfd fds[3] = {{left.fd, POLLIN, 0}, {right.fd, POLLIN, 0}, {signals, POLLIN, 0}};
-  for (;;) {
-    // Send what is due, then sleep until the next packet is due or one arrives.
-    std::int64_t now = now_ns(), next_due = -1;
-    for (auto& d : directions) {
-      while (const unsigned char* r = d.queue.front()) {
-        if (Fifo::due(r) > now) {
-          if (next_due < 0 || Fifo::due(r) < next_due) next_due = Fifo::due(r);
+  // Queues what is left of a send that lost some of its segments (d.lost_segments): the runs between them, each
+  // a send of its own.
+  void queue_survivors(Direction& d, const Send& send, const unsigned char* in, std::size_t n) {
+    scratch.assign(in, in + n);
+    d.lost_segments.push_back(send.segments);
+    std::uint32_t first = 0;
+    for (std::uint32_t lost : d.lost_segments) {
+      if (lost > first) {
+        unsigned char* part = d.queue.reserve();
+        if (!part) {
+          ++d.overflow;
           break;
         }
-        if (write(d.to->fd, Fifo::bytes(r), Fifo::length(r)) < 0) {
-          // The device is down or the stack refused the packet: a lost packet, as on a cable.
-          ++d.write_errors;
-          d.last_write_errno = errno;
-        }
-        d.queue.pop();
+        const std::size_t length = cut(scratch.data(), send, first, lost, part);
+        d.queue.commit(static_cast<std::uint32_t>(length), now_ns() + delay_ns);
+        d.segments += lost - first;
+        d.bytes += length;
       }
-    }
-    timespec timeout{};
-    if (next_due >= 0) {
-      const std::int64_t wait = std::max<std::int64_t>(0, next_due - now_ns());
-      timeout = {static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
-    }
-    if (ppoll(fds, 3, next_due >= 0 ? &timeout : nullptr, nullptr) < 0) {
-      if (errno == EINTR) continue;
-      fail(std::string("poll: ") + std::strerror(errno));
-    }
-    if (fds[2].revents & POLLIN) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) fail("TUN device " + directions[i].from->device + " failed");
-      if (!(fds[i].revents & POLLIN)) continue;
-      Direction& d = directions[i];
-      // Read what is there, a bounded batch so that the other direction's due packets do not wait behind it.
-      for (int batch = 0; batch < 256; ++batch) {
-        unsigned char* into = d.queue.reserve();
-        const ssize_t n = read(d.from->fd, into ? into : discard.data(), Fifo::kMaxPacket);
-        if (n < 0) {
-          if (errno == EAGAIN || errno == EINTR) break;
-          fail("read from " + d.from->device + ": " + std::strerror(errno));
-        }
-        if (n == 0) break;
-        if (!into) {
-          ++d.overflow;
-          continue;
-        }
-        const Send send = offload ? parse_send(into, static_cast<std::size_t>(n)) : Send{};
-        d.lost_segments.clear();
-        if (loss > 0)
-          for (std::uint32_t k = 0; k < send.segments; ++k)
-            if (d.random() < threshold) d.lost_segments.push_back(k);
-        if (!d.lost_segments.empty()) {
-          ++d.lost;
-          d.segments_lost += d.lost_segments.size();
-          if (d.lost_segments.size() == send.segments) continue;
-          // Some segments of a TSO send are lost: what is left goes on as the sends of the runs between them.
-          scratch.assign(into, into + n);
-          d.lost_segments.push_back(send.segments);
-          std::uint32_t first = 0;
-          for (std::uint32_t lost : d.lost_segments) {
-            if (lost > first) {
-              unsigned char* part = d.queue.reserve();
-              if (!part) {
-                ++d.overflow;
-                break;
-              }
-              const std::size_t length = cut(scratch.data(), send, first, lost, part);
-              d.queue.commit(static_cast<std::uint32_t>(length), now_ns() + delay_ns);
-              d.segments += lost - first;
-              d.bytes += length;
-            }
-            first = lost + 1;
-          }
-          ++d.packets;
-          continue;
-        }
-        d.segments += send.segments;
-        d.queue.commit(static_cast<std::uint32_t>(n), now_ns() + delay_ns);
-        ++d.packets;
-        d.bytes += static_cast<std::uint64_t>(n);
-      }
+      first = lost + 1;
     }
   }
 
+  // Reads what is there, a bounded batch so that the other direction's due packets do not wait behind it.
+  void read_batch(Direction& d) {
+    for (int batch = 0; batch < 256; ++batch) {
+      unsigned char* into = d.queue.reserve();
+      const ssize_t n = read(d.from->fd, into ? into : discard.data(), Fifo::kMaxPacket);
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EINTR) break;
+        fail("read from " + d.from->device + ": " + std::strerror(errno));
+      }
+      if (n == 0) break;
+      if (!into) {
+        ++d.overflow;
+        continue;
+      }
+      const Send send = offload ? parse_send(into, static_cast<std::size_t>(n)) : Send{};
+      d.lost_segments.clear();
+      if (loss > 0)
+        for (std::uint32_t k = 0; k < send.segments; ++k)
+          if (d.random() < threshold) d.lost_segments.push_back(k);
+      if (!d.lost_segments.empty()) {
+        ++d.lost;
+        d.segments_lost += d.lost_segments.size();
+        if (d.lost_segments.size() == send.segments) continue;
+        queue_survivors(d, send, into, static_cast<std::size_t>(n));
+        ++d.packets;
+        continue;
+      }
+      d.segments += send.segments;
+      d.queue.commit(static_cast<std::uint32_t>(n), now_ns() + delay_ns);
+      ++d.packets;
+      d.bytes += static_cast<std::uint64_t>(n);
+    }
+  }
+};
+
+void report(const Direction (&directions)[2]) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   for (const auto& d : directions) {
@@ -447,6 +424,70 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "delay_line: CPU %.2f s user, %.2f s system\n",
                static_cast<double>(usage.ru_utime.tv_sec) + static_cast<double>(usage.ru_utime.tv_usec) * 1e-6,
                static_cast<double>(usage.ru_stime.tv_sec) + static_cast<double>(usage.ru_stime.tv_usec) * 1e-6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_options(argc, argv);
+  End& left = o.left;
+  End& right = o.right;
+
+  // SIGTERM and SIGINT arrive through a descriptor that poll watches with the devices: no handler, no race.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
+  const int signals = signalfd(-1, &stop_signals, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (signals < 0) fail(std::string("signalfd: ") + std::strerror(errno));
+
+  open_end(left, o.offload);
+  open_end(right, o.offload);
+  // Wake-ups as close to a packet's due time as the kernel allows (the default slack is 50 µs).
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+
+  const auto queue_bytes = static_cast<std::size_t>(o.queue_mb * 1024 * 1024);
+  Direction directions[2] = {
+      {&left, &right, queue_bytes, o.seed * 2 + 0},
+      {&right, &left, queue_bytes, o.seed * 2 + 1},
+  };
+  std::printf("ready: %s:%s <-> %s:%s, delay %g ms each way, loss %g, seed %llu\n", left.netns.c_str(),
+              left.device.c_str(), right.netns.c_str(), right.device.c_str(), o.delay_ms, o.loss,
+              static_cast<unsigned long long>(o.seed));
+  std::fflush(stdout);
+
+  Intake intake;
+  intake.offload = o.offload;
+  intake.loss = o.loss;
+  intake.threshold = static_cast<std::uint64_t>(std::ldexp(o.loss, 64));
+  intake.delay_ns = static_cast<std::int64_t>(std::llround(o.delay_ms * 1e6));
+  pollfd fds[3] = {{left.fd, POLLIN, 0}, {right.fd, POLLIN, 0}, {signals, POLLIN, 0}};
+  for (;;) {
+    // Send what is due, then sleep until the next packet is due or one arrives.
+    const std::int64_t now = now_ns();
+    std::int64_t next_due = -1;
+    for (auto& d : directions) {
+      const std::int64_t due = send_due(d, now);
+      if (due >= 0 && (next_due < 0 || due < next_due)) next_due = due;
+    }
+    timespec timeout{};
+    if (next_due >= 0) {
+      const std::int64_t wait = std::max<std::int64_t>(0, next_due - now_ns());
+      timeout = {static_cast<time_t>(wait / 1'000'000'000), static_cast<long>(wait % 1'000'000'000)};
+    }
+    if (ppoll(fds, 3, next_due >= 0 ? &timeout : nullptr, nullptr) < 0) {
+      if (errno == EINTR) continue;
+      fail(std::string("poll: ") + std::strerror(errno));
+    }
+    if (fds[2].revents & POLLIN) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].revents & (POLLERR | POLLHUP | POLLNVAL)) fail("TUN device " + directions[i].from->device + " failed");
+      if (fds[i].revents & POLLIN) intake.read_batch(directions[i]);
+    }
+  }
+
+  report(directions);
   close(left.fd);
   close(right.fd);
   return 0;
