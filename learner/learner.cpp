@@ -171,7 +171,8 @@ Result<StepResult> Learner::step(LossRead read) {
   const Status ran = on_backend([&] {
     backend_->prepare();
     train_on_minibatch(batch, learning_rate);
-    if (read == LossRead::now) loss = stack_.loss();  // after the step is queued: a GPU keeps busy meanwhile  // after the backward pass and update are queued: a GPU keeps busy while the host waits
+    // Read after the backward pass and update are queued: a GPU keeps busy while the host waits.
+    if (read == LossRead::now) loss = stack_.loss();
   });
   if (!ran.ok()) return ran.error();
 
