@@ -173,11 +173,7 @@ class Cluster {
       const auto t = Clock::now();
       handles_.push_back(start(static_cast<std::uint64_t>(o_.nodes + 1 + k), seed_));
       welcomed(handles_.back());
-      const double ms = 1e3 * seconds_since(t);
-      const actors::MembershipFigures now = view_of(handles_[0]).membership;
-      if (now.joins != last_.joins + 1) fail("the GridMaster did not count the join");
-      ops.push_back(op_figures(last_, now, true, ms));
-      last_ = now;
+      ops.push_back(counted(true, 1e3 * seconds_since(t)));
     }
     return ops;
   }
@@ -194,11 +190,7 @@ class Cluster {
       const auto& leaver = handles_[order[static_cast<std::size_t>(k)]];
       leaver.stop();
       leaver.wait();  // it ends once the GridMaster took it out (or after 3 s without an answer)
-      const double ms = 1e3 * seconds_since(t);
-      const actors::MembershipFigures now = view_of(handles_[0]).membership;
-      if (now.leaves != last_.leaves + 1) fail("the GridMaster did not count the leave");
-      ops.push_back(op_figures(last_, now, false, ms));
-      last_ = now;
+      ops.push_back(counted(false, 1e3 * seconds_since(t)));
     }
     return ops;
   }
@@ -215,6 +207,16 @@ class Cluster {
     auto started = runtime_.start_node(options);
     if (!started) fail("node " + std::to_string(id) + ": " + started.error().to_string());
     return started.value();
+  }
+
+  // The GridMaster's figures for the join or leave just made, which it must have counted.
+  Op counted(bool join, double ms) {
+    const actors::MembershipFigures now = view_of(handles_[0]).membership;
+    if (join ? now.joins != last_.joins + 1 : now.leaves != last_.leaves + 1)
+      fail(std::string("the GridMaster did not count the ") + (join ? "join" : "leave"));
+    const Op op = op_figures(last_, now, join, ms);
+    last_ = now;
+    return op;
   }
 
   static void welcomed(const actors::NodeHandle& h) {
