@@ -5,6 +5,7 @@
 
 #include "base/check.hpp"
 #include "base/large_buffer.hpp"
+#include "learner/dataset.hpp"
 #include "learner/layer_cpu.hpp"
 #include "learner/optimizer.hpp"
 #include "learner/parameter_store.hpp"
@@ -76,11 +77,8 @@ void CpuBackend::hold_order(std::span<const std::uint32_t> order) {
 
 void CpuBackend::gather(std::size_t first, int batch, float* inputs, std::int32_t* labels) {
   GRIDTRAIN_REQUIRE(batch >= 0 && first + static_cast<std::size_t>(batch) <= order_.size());
-  for (int n = 0; n < batch; ++n) {
-    const std::uint32_t s = order_[first + n];
-    std::memcpy(inputs + n * sample_floats_, images_.data() + s * sample_floats_, sample_floats_ * sizeof(float));
-    labels[n] = labels_[s];
-  }
+  gather_samples(images_, labels_, sample_floats_, std::span(order_).subspan(first, static_cast<std::size_t>(batch)),
+                 inputs, labels);
 }
 
 }  // namespace gridtrain::learner

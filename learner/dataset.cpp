@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "config/config.hpp"
@@ -100,6 +101,16 @@ Normalization image_statistics(const Dataset& dataset) {
   const double n = static_cast<double>(dataset.images.size());
   const double mean = sum / n;
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(0.0, squares / n - mean * mean)))};
+}
+
+void gather_samples(std::span<const float> images, std::span<const std::int32_t> all_labels,
+                    std::size_t sample_floats, std::span<const std::uint32_t> order, float* inputs,
+                    std::int32_t* labels) {
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::uint32_t s = order[n];
+    std::memcpy(inputs + n * sample_floats, images.data() + s * sample_floats, sample_floats * sizeof(float));
+    labels[n] = all_labels[s];
+  }
 }
 
 }  // namespace gridtrain::learner

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,12 @@ struct Dataset {
   std::size_t sample_floats = 0;  // product of sample_shape
   int classes = 10;
 };
+
+// A minibatch of host memory: inputs[n] = images[order[n]] (sample_floats floats each) and labels[n] =
+// all_labels[order[n]], n < order.size(). The Learner's own gather and the CPU backend's (Backend::gather).
+void gather_samples(std::span<const float> images, std::span<const std::int32_t> all_labels,
+                    std::size_t sample_floats, std::span<const std::uint32_t> order, float* inputs,
+                    std::int32_t* labels);
 
 // The standardisation x -> (x - mean) / std applied to pixel / 255.
 struct Normalization {

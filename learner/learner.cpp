@@ -1,7 +1,6 @@
 #include "learner/learner.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <limits>
 #include <numeric>
@@ -151,11 +150,9 @@ void Learner::train_on_minibatch(int batch, double learning_rate) {
     return;
   }
   const std::size_t floats = train_.sample_floats;
-  for (int n = 0; n < batch; ++n) {
-    const std::uint32_t s = order_[position_ + n];
-    std::memcpy(inputs_.data() + n * floats, train_.images.data() + s * floats, floats * sizeof(float));
-    labels_[n] = train_.labels[s];
-  }
+  gather_samples(train_.images, train_.labels, floats,
+                 std::span(order_).subspan(position_, static_cast<std::size_t>(batch)), inputs_.data(),
+                 labels_.data());
   stack_.start_forward(batch, std::span(inputs_).first(batch * floats), std::span(labels_).first(batch));
   stack_.backward();
   backend_->update(learning_rate);

@@ -128,9 +128,10 @@ void Trainer::run() {
 
     // samples/s is the training rate: the test evaluation that follows an epoch is not part of it (it would make
     // short epochs, a node's 1/N shard, look slower than long ones).
-    const auto trained = clock::now();
+    // Taking the losses waits for the epoch's last step (on a GPU, steps are queued ahead): before the clock.
     auto losses = l.take_loss_totals();
     if (!losses) return finish(losses.error());
+    const auto trained = clock::now();
     auto evaluated = l.evaluate(setup_.test);
     if (!evaluated) return finish(evaluated.error());
     const learner::Evaluation& eval = evaluated.value();
