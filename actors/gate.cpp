@@ -286,7 +286,7 @@ thread_local const std::atomic<bool>* dial_cancelled = nullptr;
 bool wait_for(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     if (dial_cancelled && dial_cancelled->load()) return false;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
@@ -329,15 +329,18 @@ caf::expected<int> connect_to(const std::string& host, std::uint16_t port, Clock
   if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
     return make_gate_error(GateRefusal::unreachable, "cannot resolve " + host + ": " + ::gai_strerror(rc));
   std::string why = "no address";
+  bool timed_out = false;  // (the last address tried did not answer in time: a loaded host, not a closed port)
   for (addrinfo* a = found; a; a = a->ai_next) {
     Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (fd.fd < 0) continue;
+    timed_out = false;
     if (::connect(fd.fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
       why = std::strerror(errno);
       continue;
     }
     if (!wait_for(fd.fd, POLLOUT, deadline)) {
       why = "timed out";
+      timed_out = true;
       continue;
     }
     int error = 0;
@@ -345,13 +348,15 @@ caf::expected<int> connect_to(const std::string& host, std::uint16_t port, Clock
     ::getsockopt(fd.fd, SOL_SOCKET, SO_ERROR, &error, &length);
     if (error != 0) {
       why = std::strerror(error);
+      timed_out = error == ETIMEDOUT;
       continue;
     }
     ::freeaddrinfo(found);
     return fd.release();
   }
   ::freeaddrinfo(found);
-  return make_gate_error(GateRefusal::unreachable, "cannot connect to " + where + ": " + why);
+  return make_gate_error(timed_out ? GateRefusal::timed_out : GateRefusal::unreachable,
+                         "cannot connect to " + where + ": " + why);
 }
 
 // A connection through a gate, ready for CAF's handshake: its socket, and its TLS session when TLS is on.
@@ -367,7 +372,7 @@ caf::error run_tls(int fd, TlsSession& session, Clock::time_point deadline, cons
     if (io.failed) return make_gate_error(GateRefusal::tls, where + ": " + session.error());
     if (io.want == TlsWant::nothing) return {};
     if (!wait_for(fd, io.want == TlsWant::read ? POLLIN : POLLOUT, deadline))
-      return make_gate_error(GateRefusal::unreachable, where + ": the TLS handshake timed out");
+      return make_gate_error(GateRefusal::timed_out, where + ": the TLS handshake timed out");
   }
 }
 
@@ -387,9 +392,14 @@ caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t p
   // A gate with no room for us answers busy and closes without reading our hello: its answer may be there even
   // where our hello could not go.
   const bool sent = send_all(fd.fd, hello_bytes, deadline);
-  if (!receive_all(fd.fd, challenge_bytes, sent ? deadline : Clock::now() + std::chrono::milliseconds(100)))
-    return make_gate_error(GateRefusal::not_a_gate, where + " did not answer the gate handshake (not a gridtrain "
-                                                            "node, or one of another version)");
+  if (!receive_all(fd.fd, challenge_bytes, sent ? deadline : Clock::now() + std::chrono::milliseconds(100))) {
+    // Silent until the deadline: another service on that port, or a gridtrain node too loaded or stalled to
+    // answer, which a join asks again (GateRefusal::timed_out). Closed without an answer: not a gate.
+    const bool waited_out = sent && Clock::now() >= deadline;
+    return make_gate_error(waited_out ? GateRefusal::timed_out : GateRefusal::not_a_gate,
+                           where + " did not answer the gate handshake (not a gridtrain node, or one of another "
+                                   "version" + (waited_out ? ", or one stalled or loaded)" : ")"));
+  }
   auto challenge = dataplane::decode_challenge(challenge_bytes);
   if (!challenge) return make_gate_error(GateRefusal::not_a_gate, where + ": " + challenge.error().message);
   if (challenge.value().refusal == Refusal::busy)
@@ -619,8 +629,10 @@ caf::error make_gate_error(GateRefusal refusal, std::string why) {
                     caf::make_message(std::move(why)));
 }
 
-bool is_busy(const caf::error& e) {
-  return e.category() == kGateErrorCategory && e.code() == static_cast<std::uint8_t>(GateRefusal::busy);
+bool may_let_in_later(const caf::error& e) {
+  if (e == caf::sec::connection_timeout) return true;  // CAF's handshake, after the gate, took longer than allowed
+  return e.category() == kGateErrorCategory && (e.code() == static_cast<std::uint8_t>(GateRefusal::busy) ||
+                                                e.code() == static_cast<std::uint8_t>(GateRefusal::timed_out));
 }
 
 bool is_refusal(const caf::error& e) {
@@ -636,6 +648,7 @@ std::string render_gate_error(std::uint8_t code, const caf::message& context) {
     case GateRefusal::not_a_gate: return "not a gridtrain node's gate: " + why;
     case GateRefusal::tls: return "TLS: " + why;
     case GateRefusal::busy: return "busy: " + why;
+    case GateRefusal::timed_out: return "timed out: " + why;
   }
   return "gate error " + std::to_string(code) + ": " + why;
 }

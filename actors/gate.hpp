@@ -95,14 +95,17 @@ enum class GateRefusal : std::uint8_t {
   not_a_gate = 3,   // what answered does not speak the handshake, or speaks another protocol
   tls = 4,          // TLS on one side only, or one side's certificate does not pass the other's check
   busy = 5,         // the gate has too many handshakes under way (from our address, or in all): try again later
+  timed_out = 6,    // the connection or the gate's answer did not come in time: a loaded or stalled node, try again
 };
 inline constexpr caf::atom_value kGateErrorCategory = caf::atom("gate");
 caf::error make_gate_error(GateRefusal refusal, std::string why);
 // Whether `e` says that the node dialed is of another cluster: it does not hold our token, or TLS refused it or us.
 // Another seed of the same cluster would answer the same.
 bool is_refusal(const caf::error& e);
-// Whether `e` says that the gate had no room for us now (GateRefusal::busy): the same seed may let us in later.
-bool is_busy(const caf::error& e);
+// Whether `e` says that the node dialed may let us in a moment later: its gate had no room for us (busy), or the
+// dial or CAF's handshake after the gate did not finish in time (a node loaded by a flood of connections, or
+// stalled). Refused connections and refusals are not: asking again would get the same answer.
+bool may_let_in_later(const caf::error& e);
 // "wrong cluster token: ..." and the like, for SystemConfig's renderer.
 std::string render_gate_error(std::uint8_t code, const caf::message& context);
 

@@ -218,21 +218,24 @@ Result<GridView> query_grid_view(caf::actor_system& system, const config::HostPo
   // bare request_timeout of the same 5 s.
   const auto dial_timeout =
       std::max<std::chrono::milliseconds>(timeout, kGateHandshakeTimeout + std::chrono::seconds(1));
-  // A gate that answers busy (a flood of connections, many nodes at once) may have room in a moment: asked again
-  // after 200 ms, 400, 800 and 1,600 (3 s in all) before its answer is the failure.
-  constexpr int kBusyRetries = 4;
+  // A gate that answers busy (a flood of connections, many nodes at once), or a dial that timed out there, may get
+  // through in a moment: asked again after 200 ms, 400, 800 and 1,600 (3 s in all) before its answer is the failure.
+  // Not past the dial's own limit: a port that never answers is not asked four times more.
+  constexpr int kRetries = 4;
+  const auto give_up = std::chrono::steady_clock::now() + dial_timeout;
   for (int attempt = 0;; ++attempt) {
-    bool busy = false;
+    bool again = false;
     self->request(gate_middleman(system, credentials), dial_timeout, caf::connect_atom::value, endpoint.host,
                   endpoint.port)
         .receive([&](caf::node_id&, caf::strong_actor_ptr& ptr,
                      std::set<std::string>&) { node = caf::actor_cast<caf::actor>(ptr); },
                  [&](caf::error& e) {
                    failure = system.render(e);
-                   busy = is_busy(e);
+                   again = may_let_in_later(e);
                  });
-    if (node || !busy || attempt == kBusyRetries) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200) * (1 << attempt));
+    const auto pause = std::chrono::milliseconds(200) * (1 << attempt);
+    if (node || !again || attempt == kRetries || std::chrono::steady_clock::now() + pause > give_up) break;
+    std::this_thread::sleep_for(pause);
   }
   if (!node) return Error{.source = endpoint.to_string(), .message = "cannot reach the node: " + failure};
   return query_grid_view(system, node, timeout);

@@ -148,7 +148,8 @@ GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::
 // each seed did not let us in; unless one of them said to try again: a member between two GridMasters (the old
 // one died and the election is on) or a seed that is itself still joining lets us in a moment later. Then the
 // list is asked again after a pause (kSeedRetryPause, growing), pass after pass, until the join's timeout
-// (NodeSetup::join_timeout). A seed whose gate answered busy (a flood of connections) says "try again" too.
+// (NodeSetup::join_timeout). A seed whose gate answered busy (a flood of connections) or timed out says "try
+// again" too.
 // Found when a node restarted right after its cluster's GridMaster was killed: every seed was between
 // GridMasters, and the node gave up within milliseconds, telling its user "try again".
 // An in-process seed (NodeSetup::seed_node) is a list of one.
@@ -189,9 +190,11 @@ void ask_next_seed(Self self, const std::string& why_not_the_last) {
             // no other seed of the same cluster would let us in.
             if (is_refusal(e))
               return conclude(self, JoinResult::rejected, "seed " + seed.to_string() + ": " + self->system().render(e));
-            // A gate with no room for us now (a flood, or many nodes at once) may have room in a moment: the next
-            // seed now, and the list again after a pause.
-            if (is_busy(e)) self->state.seed_said_retry = true;
+            // A gate with no room for us now (a flood, or many nodes at once), or a seed too loaded to finish the
+            // handshakes in time, may let us in a moment later: the next seed now, and the list again after a
+            // pause. Found in CI: a seed under a flood of connections from a stranger took longer than
+            // cluster.connection_timeout_ms for CAF's handshake once, and the joiner gave up at once.
+            if (may_let_in_later(e)) self->state.seed_said_retry = true;
             ask_next_seed(self, "cannot reach seed " + seed.to_string() + ": " + self->system().render(e));
           });
 }

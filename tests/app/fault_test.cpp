@@ -174,3 +174,23 @@ TEST_CASE("a node stalled past the connection timeout is taken out, then rejoins
       },
       60s));
 }
+
+TEST_CASE("a node that joins through a seed stalled past the gate's handshake limit asks again and gets in") {
+  // Its first dial waits the gate's 5 s for an answer and times out; its join (10 s) asks again, and the seed,
+  // resumed at 6 s, lets it in. It once gave up at the first timeout: in CI, a seed loaded by a flood of
+  // connections took longer than the connection timeout for CAF's handshake, and the joiner exited "unreachable".
+  Cluster cluster;
+  cluster.start(10.0);
+  REQUIRE(eventually([&] { return cluster.status()["nodes"].size() == 1; }, 30s));
+  cluster.node(0).signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  const std::size_t joiner = cluster.start(20.0);
+  std::this_thread::sleep_until(stopped + std::chrono::seconds(6));
+  cluster.node(0).signal(SIGCONT);
+  const bool joined = eventually(
+      [&] { return cluster.node(joiner).output().find("joined the cluster") != std::string::npos; }, 15s);
+  REQUIRE_MESSAGE(joined, "the joiner's output:\n" << cluster.node(joiner).output());
+  CHECK(cluster.node(joiner).output().find("asking them again") != std::string::npos);
+  double mean = 0;
+  CHECK(eventually([&] { return agree(cluster.status(), 2, 1e-3, &mean); }, 30s));
+}
