@@ -5,82 +5,41 @@
 #include <caf/io/middleman_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
-#include <fcntl.h>
 #include <openssl/crypto.h>
-#include <netdb.h>
-#include <poll.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
-#include <atomic>
 #include <asio.hpp>
-#include <cerrno>
-#include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "actors/tls_scribe.hpp"
 #include "actors/token_proof.hpp"
 #include "dataplane/admission.hpp"
 #include "dataplane/handshake.hpp"
-#include "dataplane/tls_async.hpp"
+#include "dataplane/handshake_session.hpp"
 
 namespace gridtrain::actors {
 
 namespace {
 
 using tcp = asio::ip::tcp;
-using dataplane::Challenge;
 using dataplane::Channel;
 using dataplane::Hello;
-using dataplane::Mac;
 using dataplane::MacFunction;
 using dataplane::Nonce;
-using dataplane::Proof;
 using dataplane::Refusal;
-using dataplane::TlsRole;
 using dataplane::TlsSession;
-using dataplane::TlsWant;
-using dataplane::Verdict;
 
 MacFunction mac_of(std::string token) {
   return [token = std::move(token)](std::span<const std::byte> message) { return token_mac(token, message); };
 }
-
-// The acceptor's side of one connection's handshake, on the gate's thread.
-struct Handshake : std::enable_shared_from_this<Handshake> {
-  Handshake(Gate::Impl& gate, tcp::socket s, dataplane::Admission::Ticket ticket);
-
-  void run();
-  // Ends the handshake, timed out, unless it is through within `limit` from now (replaces the limit before).
-  void end_after(std::chrono::steady_clock::duration limit);
-  void on_hello(std::error_code e);
-  void on_proof(std::error_code e);
-  void start_tls();
-  void end(std::atomic<std::uint64_t>* counter);
-
-  Gate::Impl& gate;
-  tcp::socket socket;
-  asio::steady_timer timer;
-  // Its place among the handshakes under way: freed with it, even after the gate closed (a handshake still pending
-  // then is destroyed with the io_context).
-  dataplane::Admission::Ticket ticket;
-  bool ended = false;
-  std::unique_ptr<TlsSession> session;
-  Hello hello;
-  Nonce nonce{};
-  std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
-  std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
-  std::array<std::byte, dataplane::kProofBytes> proof_bytes{};
-  std::array<std::byte, dataplane::kVerdictBytes> verdict_bytes{};
-};
 
 }  // namespace
 
@@ -100,7 +59,7 @@ struct Gate::Impl {
         const std::string from = s.remote_endpoint(ignored).address().to_string();
         auto admitted = admission->admit(from);
         if (admitted.ticket) {
-          std::make_shared<Handshake>(*this, std::move(s), std::move(*admitted.ticket))->run();
+          handshake(std::move(s), std::move(*admitted.ticket));
         } else {
           if (admitted.busy == dataplane::Admission::Busy::address) {
             ++counters.busy_address;
@@ -115,6 +74,61 @@ struct Gate::Impl {
       }
       accept();
     });
+  }
+
+  // Runs the handshake (dataplane/handshake_session.hpp, channel `control`) on an admitted connection, and hands
+  // it to CAF if it passes; counts and logs what it turned away.
+  void handshake(tcp::socket socket, dataplane::Admission::Ticket ticket) {
+    dataplane::AcceptorTerms terms{.channel = Channel::control,
+                                   .tls = tls,
+                                   .protocol = dataplane::kControlProtocol,
+                                   .hello_timeout = kGateAcceptTimeout,
+                                   .tls_timeout = kGateHandshakeTimeout,
+                                   .answer = [this](const Hello&) {
+                                     return dataplane::HelloAnswer{.refusal = Refusal::none, .mac = mac};
+                                   }};
+    dataplane::run_acceptor_handshake(std::move(socket), std::move(ticket), std::move(terms),
+                                      [this](dataplane::Accepted a) { on_handshake(std::move(a)); });
+  }
+
+  void on_handshake(dataplane::Accepted a) {
+    using dataplane::AcceptEnd;
+    switch (a.end) {
+      case AcceptEnd::passed:
+        if (!stopped) hand_to_caf(std::move(a.socket), std::move(a.session));
+        return;
+      case AcceptEnd::silent:
+      case AcceptEnd::gone:
+        ++counters.timed_out;
+        return;
+      case AcceptEnd::not_handshake:
+        log_refusal(a.peer, "its first bytes are not a gridtrain handshake");
+        ++counters.not_handshake;
+        return;
+      case AcceptEnd::refused:
+        if (a.refusal == Refusal::tls_mismatch) {
+          log_refusal(a.peer, (a.hello.protocol & dataplane::kTlsFlag)
+                                  ? "it uses TLS and this node does not (cluster.tls_certificate)"
+                                  : "it does not use TLS and this node does (cluster.tls_certificate)");
+          ++counters.tls_refused;
+        } else {
+          log_refusal(a.peer, "another protocol (a data-plane dialer, or another version)");
+          ++counters.wrong_protocol;
+        }
+        return;
+      case AcceptEnd::bad_proof:
+        log_refusal(a.peer, "it does not hold the cluster token");
+        ++counters.bad_proof;
+        return;
+      case AcceptEnd::tls_failed:
+        if (a.tls_error.empty()) {  // timed out
+          ++counters.timed_out;
+          return;
+        }
+        log_refusal(a.peer, "TLS: " + a.tls_error);
+        ++counters.tls_refused;
+        return;
+    }
   }
 
   // Says once per peer address why the gate turned it away (a scan or a flood logs a line per address, not per
@@ -147,7 +161,7 @@ struct Gate::Impl {
   tcp::acceptor acceptor;
   std::uint16_t port = 0;
   // Handshakes under way, in all and per address (the gate's thread only); each holds its ticket, since those left
-  // pending when the gate closes are destroyed with `io`.
+  // pending when the gate closes are destroyed with `io` (their `done` never called).
   std::shared_ptr<dataplane::Admission> admission =
       std::make_shared<dataplane::Admission>(kGateMaxPending, kGateMaxPendingPerAddress);
   std::set<std::string> logged;
@@ -158,293 +172,180 @@ struct Gate::Impl {
 
 namespace {
 
-Handshake::Handshake(Gate::Impl& gate, tcp::socket s, dataplane::Admission::Ticket ticket)
-    : gate(gate), socket(std::move(s)), timer(socket.get_executor()), ticket(std::move(ticket)) {}
-
-std::string peer_of(const tcp::socket& socket) {
-  std::error_code e;
-  const auto at = socket.remote_endpoint(e);
-  return e ? std::string("an unknown address") : at.address().to_string();
-}
-
-void Handshake::end_after(std::chrono::steady_clock::duration limit) {
-  timer.expires_after(limit);
-  timer.async_wait([self = shared_from_this()](std::error_code e) {
-    if (!e) self->end(&self->gate.counters.timed_out);
-  });
-}
-
-void Handshake::run() {
-  end_after(kGateAcceptTimeout);
-  asio::async_read(socket, asio::buffer(hello_bytes),
-                   [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
-}
-
-void Handshake::on_hello(std::error_code e) {
-  if (e) return end(&gate.counters.timed_out);
-  auto decoded = dataplane::decode_hello(hello_bytes);
-  if (!decoded) {  // not a handshake: no answer, nothing more read
-    gate.log_refusal(peer_of(socket), "its first bytes are not a gridtrain handshake");
-    return end(&gate.counters.not_handshake);
-  }
-  hello = decoded.value();
-  Challenge challenge;
-  const bool dialer_tls = (hello.protocol & dataplane::kTlsFlag) != 0;
-  if ((hello.protocol & ~dataplane::kTlsFlag) != dataplane::kControlProtocol) {
-    challenge.refusal = Refusal::protocol;
-  } else if (dialer_tls != (gate.tls != nullptr)) {
-    challenge.refusal = Refusal::tls_mismatch;
-  } else {
-    challenge.nonce = nonce = dataplane::make_nonce();
-    challenge.mac = dataplane::acceptor_mac(gate.mac, hello.nonce, hello.from_node, hello.to_node, Channel::control);
-  }
-  dataplane::encode(challenge, std::span<std::byte, dataplane::kChallengeBytes>(challenge_bytes));
-  const bool go_on = challenge.refusal == Refusal::none;
-  if (challenge.refusal == Refusal::protocol)
-    gate.log_refusal(peer_of(socket), "another protocol (a data-plane dialer, or another version)");
-  if (challenge.refusal == Refusal::tls_mismatch)
-    gate.log_refusal(peer_of(socket), dialer_tls ? "it uses TLS and this node does not (cluster.tls_certificate)"
-                                                 : "it does not use TLS and this node does (cluster.tls_certificate)");
-  auto* refused = challenge.refusal == Refusal::tls_mismatch ? &gate.counters.tls_refused : &gate.counters.wrong_protocol;
-  asio::async_write(socket, asio::buffer(challenge_bytes),
-                    [self = shared_from_this(), go_on, refused](std::error_code e, std::size_t) {
-                      if (e) return self->end(&self->gate.counters.timed_out);
-                      if (!go_on) return self->end(refused);
-                      asio::async_read(self->socket, asio::buffer(self->proof_bytes),
-                                       [self](std::error_code e, std::size_t) { self->on_proof(e); });
-                    });
-}
-
-void Handshake::on_proof(std::error_code e) {
-  if (e) return end(&gate.counters.timed_out);
-  auto proof = dataplane::decode_proof(proof_bytes);
-  Verdict verdict;
-  if (!proof || !dataplane::equal_macs(proof.value().mac, dataplane::dialer_mac(gate.mac, nonce, hello.from_node,
-                                                                                 hello.to_node, Channel::control))) {
-    verdict.refusal = Refusal::bad_proof;
-    gate.log_refusal(peer_of(socket), "it does not hold the cluster token");
-  }
-  dataplane::encode(verdict, std::span<std::byte, dataplane::kVerdictBytes>(verdict_bytes));
-  asio::async_write(socket, asio::buffer(verdict_bytes),
-                    [self = shared_from_this(), ok = verdict.refusal == Refusal::none](std::error_code e, std::size_t) {
-                      if (e) return self->end(&self->gate.counters.timed_out);
-                      if (!ok) return self->end(&self->gate.counters.bad_proof);
-                      if (self->gate.tls) return self->start_tls();
-                      self->timer.cancel();
-                      self->ended = true;
-                      if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket), nullptr);
-                    });
-}
-
-void Handshake::start_tls() {
-  std::error_code ignored;
-  socket.non_blocking(true, ignored);
-  end_after(kGateHandshakeTimeout);  // TLS's round trips and certificates, after the token's
-  session = std::make_unique<TlsSession>(*gate.tls, socket.native_handle(), TlsRole::acceptor);
-  dataplane::async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
-    if (!ok) {
-      if (self->ended) return;  // timed out
-      self->gate.log_refusal(peer_of(self->socket), "TLS: " + self->session->error());
-      return self->end(&self->gate.counters.tls_refused);
-    }
-    self->timer.cancel();
-    self->ended = true;
-    if (!self->gate.stopped) self->gate.hand_to_caf(std::move(self->socket), std::move(self->session));
-  });
-}
-
-void Handshake::end(std::atomic<std::uint64_t>* counter) {
-  if (ended) return;
-  ended = true;
-  ++*counter;
-  timer.cancel();
-  std::error_code ignored;
-  socket.close(ignored);
-}
-
 // -- dialing -------------------------------------------------------------------------------------------------------
 
-// A file descriptor closed with its owner, unless released.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int fd) : fd(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  int release() { return std::exchange(fd, -1); }
-};
-
-using Clock = std::chrono::steady_clock;
-
-// Set on a dial's thread: the dial gives up when it is raised (its middleman actor ended).
-thread_local const std::atomic<bool>* dial_cancelled = nullptr;
-
-// Waits until `fd` is ready for `events`, at most until `deadline` (or the dial is cancelled: looked at every
-// 100 ms).
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    if (dial_cancelled && dial_cancelled->load()) return false;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 100)));
-    if (n > 0) return true;
-    if (n < 0 && errno != EINTR) return false;
-  }
-}
-
-bool send_all(int fd, std::span<const std::byte> bytes, Clock::time_point deadline) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    if (!wait_for(fd, POLLOUT, deadline)) return false;
-    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool receive_all(int fd, std::span<std::byte> bytes, Clock::time_point deadline) {
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    if (!wait_for(fd, POLLIN, deadline)) return false;
-    const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// A non-blocking TCP connection to host:port, or why there is none.
-caf::expected<int> connect_to(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string where = host + ":" + std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
-    return make_gate_error(GateRefusal::unreachable, "cannot resolve " + host + ": " + ::gai_strerror(rc));
-  std::string why = "no address";
-  bool timed_out = false;  // (the last address tried did not answer in time: a loaded host, not a closed port)
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    Fd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
-    if (fd.fd < 0) continue;
-    timed_out = false;
-    if (::connect(fd.fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
-      why = std::strerror(errno);
-      continue;
-    }
-    if (!wait_for(fd.fd, POLLOUT, deadline)) {
-      why = "timed out";
-      timed_out = true;
-      continue;
-    }
-    int error = 0;
-    socklen_t length = sizeof error;
-    ::getsockopt(fd.fd, SOL_SOCKET, SO_ERROR, &error, &length);
-    if (error != 0) {
-      why = std::strerror(error);
-      timed_out = error == ETIMEDOUT;
-      continue;
-    }
-    ::freeaddrinfo(found);
-    return fd.release();
-  }
-  ::freeaddrinfo(found);
-  return make_gate_error(timed_out ? GateRefusal::timed_out : GateRefusal::unreachable,
-                         "cannot connect to " + where + ": " + why);
-}
-
-// A connection through a gate, ready for CAF's handshake: its socket, and its TLS session when TLS is on.
+// A dial's outcome: a connection through the gate dialed, ready for CAF's handshake (its TLS session when TLS is
+// on), or the gate error that says why not.
 struct Passed {
-  int fd = -1;
+  int fd = -1;  // released from its Asio socket: CAF's scribe takes it
   std::unique_ptr<TlsSession> session;
 };
 
-// Runs TLS as the dialer on `fd` until it is established, failed, or `deadline` passed.
-caf::error run_tls(int fd, TlsSession& session, Clock::time_point deadline, const std::string& where) {
-  for (;;) {
-    const dataplane::TlsIo io = session.handshake();
-    if (io.failed) return make_gate_error(GateRefusal::tls, where + ": " + session.error());
-    if (io.want == TlsWant::nothing) return {};
-    if (!wait_for(fd, io.want == TlsWant::read ? POLLIN : POLLOUT, deadline))
-      return make_gate_error(GateRefusal::timed_out, where + ": the TLS handshake timed out");
+// Says as a gate error what the handshake with `where`'s gate came to, where it did not pass.
+caf::error dial_error(const std::string& where, const dataplane::Dialed& d, bool tls) {
+  using dataplane::DialEnd;
+  switch (d.end) {
+    case DialEnd::passed: break;
+    case DialEnd::refused:
+      if (d.refusal == Refusal::busy)
+        return make_gate_error(GateRefusal::busy, where + " has too many handshakes under way (from our address, or "
+                                                          "in all): a flood of connections, or many nodes at once");
+      if (d.refusal == Refusal::tls_mismatch)
+        return make_gate_error(GateRefusal::tls,
+                               tls ? where + " does not use TLS, and this node does (cluster.tls_certificate)"
+                                   : where + " uses TLS, and this node does not: set cluster.tls_certificate, "
+                                             "tls_key and tls_ca");
+      return make_gate_error(GateRefusal::not_a_gate, where + " " + d.why);
+    case DialEnd::wrong_token:
+    case DialEnd::bad_proof: return make_gate_error(GateRefusal::wrong_token, where + " " + d.why);
+    case DialEnd::no_answer: return make_gate_error(GateRefusal::not_a_gate, where + " " + d.why);
+    case DialEnd::closed: return make_gate_error(GateRefusal::unreachable, where + " " + d.why);
+    case DialEnd::timed_out: return make_gate_error(GateRefusal::timed_out, where + " " + d.why);
+    case DialEnd::tls_failed: return make_gate_error(GateRefusal::tls, where + ": " + d.why);
   }
+  return make_gate_error(GateRefusal::unreachable, where + ": no outcome");
 }
 
-// Dials host:port and passes its gate (and TLS, when `tls` is set), or says why not.
-caf::expected<Passed> dial_through_gate(const std::string& host, std::uint16_t port, const MacFunction& mac,
-                                        const std::shared_ptr<const dataplane::TlsContext>& tls) {
-  const auto deadline = Clock::now() + kGateHandshakeTimeout;
-  const std::string where = host + ":" + std::to_string(port);
-  auto connected = connect_to(host, port, deadline);
-  if (!connected) return std::move(connected.error());
-  Fd fd(*connected);
-  const std::uint32_t protocol = dataplane::kControlProtocol | (tls ? dataplane::kTlsFlag : 0u);
-  const Hello hello{protocol, 0, 0, 0, 1, dataplane::make_nonce()};
-  std::array<std::byte, dataplane::kHelloBytes> hello_bytes{};
-  dataplane::encode(hello, std::span<std::byte, dataplane::kHelloBytes>(hello_bytes));
-  std::array<std::byte, dataplane::kChallengeBytes> challenge_bytes{};
-  // A gate with no room for us answers busy and closes without reading our hello: its answer may be there even
-  // where our hello could not go.
-  const bool sent = send_all(fd.fd, hello_bytes, deadline);
-  if (!receive_all(fd.fd, challenge_bytes, sent ? deadline : Clock::now() + std::chrono::milliseconds(100))) {
-    // Silent until the deadline: another service on that port, or a gridtrain node too loaded or stalled to
-    // answer, which a join asks again (GateRefusal::timed_out). Closed without an answer: not a gate.
-    const bool waited_out = sent && Clock::now() >= deadline;
-    return make_gate_error(waited_out ? GateRefusal::timed_out : GateRefusal::not_a_gate,
-                           where + " did not answer the gate handshake (not a gridtrain node, or one of another "
-                                   "version" + (waited_out ? ", or one stalled or loaded)" : ")"));
+// The dials of one middleman actor: on one thread of their own (resolve, connect, the gate's handshake, TLS), each
+// within kGateHandshakeTimeout. A dial's outcome waits in `done` and the actor is told; the thread outlives the
+// actor only until the actor's on_exit stops it.
+class Dialer {
+ public:
+  using Address = std::pair<std::string, std::uint16_t>;
+  struct Dialed {
+    Address at;
+    caf::expected<Passed> passed;
+  };
+
+  Dialer(MacFunction mac, std::shared_ptr<const dataplane::TlsContext> tls)
+      : mac_(std::move(mac)), tls_(std::move(tls)), work_(io_.get_executor()) {
+    thread_ = std::thread([this] {
+      io_.run();
+      OPENSSL_thread_stop();  // the handshakes' HMACs and TLS state of this thread
+    });
   }
-  auto challenge = dataplane::decode_challenge(challenge_bytes);
-  if (!challenge) return make_gate_error(GateRefusal::not_a_gate, where + ": " + challenge.error().message);
-  if (challenge.value().refusal == Refusal::busy)
-    return make_gate_error(GateRefusal::busy, where + " has too many handshakes under way (from our address, or in "
-                                                      "all): a flood of connections, or many nodes at once");
-  if (challenge.value().refusal == Refusal::tls_mismatch)
-    return make_gate_error(GateRefusal::tls, tls ? where + " does not use TLS, and this node does (cluster.tls_certificate)"
-                                                 : where + " uses TLS, and this node does not: set cluster.tls_certificate, "
-                                                           "tls_key and tls_ca");
-  if (challenge.value().refusal != Refusal::none)
-    return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(challenge.value().refusal));
-  // A node that does not hold our token is not trusted with a byte of CAF's; our proof still goes out, so that its
-  // gate counts and logs a wrong token rather than a dialer that went quiet.
-  const bool acceptor_proved =
-      dataplane::equal_macs(challenge.value().mac, dataplane::acceptor_mac(mac, hello.nonce, 0, 0, Channel::control));
-  std::array<std::byte, dataplane::kProofBytes> proof_bytes{};
-  dataplane::encode(Proof{dataplane::dialer_mac(mac, challenge.value().nonce, 0, 0, Channel::control)},
-                    std::span<std::byte, dataplane::kProofBytes>(proof_bytes));
-  std::array<std::byte, dataplane::kVerdictBytes> verdict_bytes{};
-  if (!send_all(fd.fd, proof_bytes, deadline) || !receive_all(fd.fd, verdict_bytes, deadline)) {
-    if (!acceptor_proved) return make_gate_error(GateRefusal::wrong_token, where + " does not hold our cluster token");
-    return make_gate_error(GateRefusal::unreachable, where + " closed the connection during the gate handshake");
+  ~Dialer() { stop(); }
+
+  // Dials `at` and calls `told` (on this dialer's thread) once its outcome is in `take()`.
+  void dial(Address at, std::function<void()> told) {
+    asio::post(io_, [this, at = std::move(at), told = std::move(told)]() mutable {
+      start(std::move(at), std::move(told));
+    });
   }
-  if (!acceptor_proved) return make_gate_error(GateRefusal::wrong_token, where + " does not hold our cluster token");
-  auto verdict = dataplane::decode_verdict(verdict_bytes);
-  if (!verdict) return make_gate_error(GateRefusal::not_a_gate, where + ": " + verdict.error().message);
-  if (verdict.value().refusal == Refusal::bad_proof)
-    return make_gate_error(GateRefusal::wrong_token, where + " refused our cluster token");
-  if (verdict.value().refusal != Refusal::none)
-    return make_gate_error(GateRefusal::not_a_gate, where + " refused us: " + to_string(verdict.value().refusal));
-  Passed passed;
-  if (tls) {
-    passed.session = std::make_unique<TlsSession>(*tls, fd.fd, TlsRole::dialer);
-    if (auto failed = run_tls(fd.fd, *passed.session, deadline, where)) return failed;
+
+  // The dials that ended since the last call.
+  std::vector<Dialed> take() {
+    std::lock_guard<std::mutex> hold(lock_);
+    return std::exchange(done_, {});
   }
-  passed.fd = fd.release();
-  return passed;
-}
+
+  // Ends every dial under way (unfinished, untold) and the thread; closes the connections no one took.
+  void stop() {
+    if (!thread_.joinable()) return;
+    work_.reset();
+    io_.stop();
+    thread_.join();
+    for (Dialed& d : take())
+      if (d.passed) ::close(d.passed->fd);
+  }
+
+ private:
+  struct Attempt {
+    Address at;
+    std::string where;
+    std::function<void()> told;
+    tcp::resolver resolver;
+    tcp::socket socket;
+    asio::steady_timer deadline;
+    bool expired = false;
+    Attempt(asio::io_context& io, Address a, std::function<void()> t)
+        : at(std::move(a)),
+          where(at.first + ":" + std::to_string(at.second)),
+          told(std::move(t)),
+          resolver(io),
+          socket(io),
+          deadline(io) {}
+  };
+
+  void start(Address at, std::function<void()> told) {
+    auto attempt = std::make_shared<Attempt>(io_, std::move(at), std::move(told));
+    attempt->deadline.expires_after(kGateHandshakeTimeout);
+    // A firewall that drops the SYNs would hold the connect for the kernel's two minutes of retries.
+    attempt->deadline.async_wait([attempt](std::error_code e) {
+      if (e) return;
+      attempt->expired = true;
+      attempt->resolver.cancel();
+      std::error_code ignored;
+      attempt->socket.close(ignored);
+    });
+    attempt->resolver.async_resolve(
+        attempt->at.first, std::to_string(attempt->at.second),
+        [this, attempt](std::error_code e, tcp::resolver::results_type found) {
+          if (e) {
+            const GateRefusal why = attempt->expired ? GateRefusal::timed_out : GateRefusal::unreachable;
+            return finish(*attempt, make_gate_error(why, "cannot resolve " + attempt->at.first + ": " + e.message()));
+          }
+          // Past the deadline, no further address is tried.
+          auto in_time = [attempt](const std::error_code&, const tcp::endpoint&) { return !attempt->expired; };
+          auto connected = [this, attempt](std::error_code e, const tcp::endpoint&) {
+            const std::string cannot = "cannot connect to " + attempt->where + ": ";
+            if (attempt->expired)
+              return finish(*attempt, make_gate_error(GateRefusal::timed_out, cannot + "timed out"));
+            if (e)
+              return finish(*attempt, make_gate_error(e == asio::error::timed_out ? GateRefusal::timed_out
+                                                                                   : GateRefusal::unreachable,
+                                                      cannot + e.message()));
+            handshake(attempt);
+          };
+          asio::async_connect(attempt->socket, found, in_time, std::move(connected));
+        });
+  }
+
+  void handshake(const std::shared_ptr<Attempt>& attempt) {
+    const auto left = attempt->deadline.expiry() - std::chrono::steady_clock::now();
+    attempt->deadline.cancel();
+    const std::uint32_t protocol = dataplane::kControlProtocol | (tls_ ? dataplane::kTlsFlag : 0u);
+    dataplane::DialerTerms terms{
+        .hello = Hello{protocol, 0, 0, 0, 1, Nonce{}},
+        .mac = mac_,
+        .channel = Channel::control,
+        .tls = tls_,
+        .timeout = std::max<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(1)),
+        .name = "gate handshake"};
+    auto done = [this, attempt](dataplane::Dialed d) {
+      if (d.end != dataplane::DialEnd::passed) return finish(*attempt, dial_error(attempt->where, d, tls_ != nullptr));
+      std::error_code e;
+      const int fd = d.socket.release(e);
+      if (e) return finish(*attempt, make_gate_error(GateRefusal::unreachable, attempt->where + ": " + e.message()));
+      finish(*attempt, Passed{fd, std::move(d.session)});
+    };
+    dataplane::run_dialer_handshake(std::move(attempt->socket), std::move(terms), std::move(done));
+  }
+
+  void finish(Attempt& attempt, caf::expected<Passed> passed) {
+    attempt.deadline.cancel();
+    {
+      std::lock_guard<std::mutex> hold(lock_);
+      done_.push_back(Dialed{attempt.at, std::move(passed)});
+    }
+    attempt.told();
+  }
+
+  MacFunction mac_;
+  std::shared_ptr<const dataplane::TlsContext> tls_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  std::mutex lock_;
+  std::vector<Dialed> done_;  // REQUIRES: lock_ held
+};
 
 // The node's middleman actor: CAF's connect, whose connections pass the gate of the node they dial before CAF's
 // handshake, and no port of its own (nodes listen through Gate::open). It implements the middleman_actor
 // interface itself rather than CAF's middleman_actor_impl, whose connect() blocks the actor: a dial waits up to
 // kGateHandshakeTimeout for the other gate, and a stalled peer (SIGSTOP) then held every other dial and route
-// query of the node for 5 s; in the failover tests its survivors could not reach each other to vote. Each dial
-// runs on a thread of its own and comes back as a message; dials to one endpoint share one connection, and a
+// query of the node for 5 s; in the failover tests its survivors could not reach each other to vote. Dials run on
+// the Dialer's thread and come back as messages; dials to one endpoint share one connection, and a
 // connection made is cached until its node goes down, as CAF's own middleman actor does (a second connection
 // between two nodes confuses CAF 0.17's BASP).
 class GateMiddleman : public caf::io::middleman_actor::base {
@@ -452,25 +353,14 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   using Address = std::pair<std::string, std::uint16_t>;
   using Signatures = std::set<std::string>;
   using Connected = std::tuple<caf::node_id, caf::strong_actor_ptr, Signatures>;
-  // A dial's thread tells the actor it is done (the outcome waits in `done_`).
+  // The dialer's thread tells the actor that a dial ended (its outcome waits in the dialer).
   using dialed_atom = caf::atom_constant<caf::atom("gtdialed")>;
-  struct Dialed {
-    Address at;
-    caf::expected<Passed> passed;
-  };
-  // Shared with the dial threads, which may outlive the actor.
-  struct Dials {
-    std::atomic<bool> cancelled{false};
-    std::mutex lock;
-    std::vector<Dialed> done;  // REQUIRES: lock held
-  };
 
   GateMiddleman(caf::actor_config& cfg, caf::actor broker, MacFunction mac,
                 std::shared_ptr<const dataplane::TlsContext> tls, std::function<void()> on_end)
       : caf::io::middleman_actor::base(cfg),
         broker_(std::move(broker)),
-        mac_(std::move(mac)),
-        tls_(std::move(tls)),
+        dialer_(std::make_unique<Dialer>(std::move(mac), std::move(tls))),
         on_end_(std::move(on_end)) {
     set_down_handler([this](caf::down_msg& down) {
       for (auto i = cached_.begin(); i != cached_.end();)
@@ -482,7 +372,7 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   const char* name() const override { return "gate_middleman"; }
 
   void on_exit() override {
-    dials_->cancelled.store(true);  // dials under way give up within 100 ms
+    dialer_->stop();  // dials under way end unfinished
     // A request still waiting for a dial is answered now, and its promise let go: the promise holds this actor and
     // the requester, so kept it would keep both alive for ever, and a detached requester (a GridMaster) or this
     // actor would hold the actor system's shutdown (it waits for every detached actor to be destroyed).
@@ -549,40 +439,20 @@ class GateMiddleman : public caf::io::middleman_actor::base {
     auto& waiting = pending_[at];
     waiting.push_back(std::move(promise));
     if (waiting.size() > 1) return;
-    // The thread holds what it needs by value, and this actor weakly: it may outlive both.
-    std::thread([self = caf::actor_cast<caf::weak_actor_ptr>(this), at, mac = mac_, tls = tls_, dials = dials_] {
-      dial_cancelled = &dials->cancelled;
-      // OpenSSL's state for this thread (the handshake's HMACs, TLS) goes with it, whenever the thread ends: a
-      // dial still under way when the process exits is not left holding it.
-      struct ThreadStop {
-        ~ThreadStop() { OPENSSL_thread_stop(); }
-      } stop_openssl;
-      Dialed dialed{at, dial_through_gate(at.first, at.second, mac, tls)};
-      auto alive = caf::actor_cast<caf::actor>(caf::actor_cast<caf::strong_actor_ptr>(self));
-      if (!alive || dials->cancelled.load()) {
-        if (dialed.passed) ::close(dialed.passed->fd);
-        return;
-      }
-      {
-        std::lock_guard<std::mutex> hold(dials->lock);
-        dials->done.push_back(std::move(dialed));
-      }
-      caf::anon_send(alive, dialed_atom::value);
-    }).detach();
+    // The dialer's thread holds this actor weakly: the actor may end while a dial is under way.
+    dialer_->dial(std::move(at), [self = caf::actor_cast<caf::weak_actor_ptr>(this)] {
+      if (auto alive = caf::actor_cast<caf::actor>(caf::actor_cast<caf::strong_actor_ptr>(self)))
+        caf::anon_send(alive, dialed_atom::value);
+    });
   }
 
   void take_dials() {
-    std::vector<Dialed> done;
-    {
-      std::lock_guard<std::mutex> hold(dials_->lock);
-      done.swap(dials_->done);
-    }
-    for (Dialed& d : done) on_dialed(std::move(d));
+    for (Dialer::Dialed& d : dialer_->take()) on_dialed(std::move(d));
   }
 
   // A dial's outcome: the connection goes to CAF's BASP broker for its handshake, whose answer every request
   // waiting for the endpoint gets.
-  void on_dialed(Dialed dialed) {
+  void on_dialed(Dialer::Dialed dialed) {
     const Address at = dialed.at;
     auto fail = [this, at](const caf::error& why) { answer(at, why); };
     if (!dialed.passed) return fail(dialed.passed.error());
@@ -610,10 +480,8 @@ class GateMiddleman : public caf::io::middleman_actor::base {
   }
 
   caf::actor broker_;
-  MacFunction mac_;
-  std::shared_ptr<const dataplane::TlsContext> tls_;
+  std::unique_ptr<Dialer> dialer_;
   std::function<void()> on_end_;
-  std::shared_ptr<Dials> dials_ = std::make_shared<Dials>();
   std::map<Address, Connected> cached_;
   std::map<Address, std::vector<caf::response_promise>> pending_;
 };

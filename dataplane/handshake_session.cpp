@@ -1,180 +1,198 @@
-// The handshakes that open the data plane's links, both halves of dataplane/handshake.hpp's protocol on Asio, each
-// with its deadline: the dialer's proves the cluster token and opens its link; the acceptor's finds the endpoint
-// asked for, checks the proof and attaches the connection to it. TLS follows the token where the service runs it.
+// Both halves of dataplane/handshake.hpp's protocol on Asio (dataplane/handshake_session.hpp): four fixed-size
+// messages, each side's proof checked against its own fresh nonce, then TLS where the terms give a context.
 
-#include <spdlog/spdlog.h>
+#include "dataplane/handshake_session.hpp"
 
-#include "dataplane/service_internals.hpp"
+#include "dataplane/tls_async.hpp"
 
 namespace gridtrain::dataplane {
 
 namespace {
 
-// The dialer's half of dataplane/handshake.hpp, with a deadline.
-struct DialerHandshake : std::enable_shared_from_this<DialerHandshake> {
-  DialerHandshake(std::shared_ptr<Link> link, tcp::socket s)
-      : link(std::move(link)), socket(std::move(s)), timer(socket.get_executor()) {}
+using tcp = asio::ip::tcp;
+
+std::string peer_of(const tcp::socket& socket) {
+  std::error_code e;
+  const auto at = socket.remote_endpoint(e);
+  return e ? std::string("an unknown address") : at.address().to_string();
+}
+
+// The dialer's half. Its deadline closes the socket, so that whatever waits on it ends, as timed out.
+struct DialerSession : std::enable_shared_from_this<DialerSession> {
+  DialerSession(tcp::socket s, DialerTerms terms, std::function<void(Dialed)> done)
+      : socket(std::move(s)), timer(socket.get_executor()), terms(std::move(terms)), done(std::move(done)) {}
 
   void run() {
-    timer.expires_after(kHandshakeTimeout);
+    timer.expires_after(terms.timeout);
     timer.async_wait([self = shared_from_this()](std::error_code e) {
-      if (!e) self->socket.close();
+      if (e) return;
+      self->expired = true;
+      std::error_code ignored;
+      self->socket.close(ignored);
     });
-    const std::uint32_t protocol = kDataProtocol | (tls_context() ? kTlsFlag : 0u);
-    const Hello hello{protocol, link->endpoint.setup.node_id, link->peer, link->stream,
-                      link->endpoint.service.service.options().streams, make_nonce()};
-    nonce = hello.nonce;
-    encode(hello, std::span<std::byte, kHelloBytes>(hello_bytes));
-    asio::async_write(socket, asio::buffer(hello_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
-      if (e) return self->done("cannot send its hello: " + e.message());
+    terms.hello.nonce = make_nonce();
+    encode(terms.hello, std::span<std::byte, kHelloBytes>(hello_bytes));
+    // A gate with no room for us answers busy and closes without reading our hello: its answer may be there even
+    // where our hello could not go, so the challenge is read either way.
+    asio::async_write(socket, asio::buffer(hello_bytes), [self = shared_from_this()](std::error_code, std::size_t) {
       asio::async_read(self->socket, asio::buffer(self->challenge_bytes),
                        [self](std::error_code e, std::size_t) { self->on_challenge(e); });
     });
   }
 
   void on_challenge(std::error_code e) {
-    if (e) return done("no challenge: " + e.message());
+    if (e && expired)
+      return finish(DialEnd::timed_out, Refusal::none,
+                    "did not answer the " + terms.name +
+                        " (not a gridtrain node, or one of another version, or one stalled or loaded)");
+    if (e)
+      return finish(DialEnd::no_answer, Refusal::none,
+                    "did not answer the " + terms.name + " (not a gridtrain node, or one of another version)");
     auto challenge = decode_challenge(challenge_bytes);
-    if (!challenge) return done(challenge.error().message);
-    if (challenge.value().refusal != Refusal::none) {
-      if (challenge.value().refusal == Refusal::tls_mismatch) ++link->endpoint.refused.handshakes;
-      return done("refused: " + to_string(challenge.value().refusal));
-    }
-    const auto& setup = link->endpoint.setup;
-    if (!equal_macs(challenge.value().mac, acceptor_mac(setup.mac, nonce, setup.node_id, link->peer))) {
-      ++link->endpoint.refused.handshakes;
-      return done("it does not hold the cluster token");
-    }
-    encode(Proof{dialer_mac(setup.mac, challenge.value().nonce, setup.node_id, link->peer)},
+    if (!challenge)
+      return finish(DialEnd::no_answer, Refusal::none,
+                    "answered the " + terms.name + " with something else: " + challenge.error().message);
+    if (challenge.value().refusal != Refusal::none)
+      return finish(DialEnd::refused, challenge.value().refusal, "refused us: " + to_string(challenge.value().refusal));
+    const Hello& h = terms.hello;
+    acceptor_proved =
+        equal_macs(challenge.value().mac, acceptor_mac(terms.mac, h.nonce, h.from_node, h.to_node, terms.channel));
+    encode(Proof{dialer_mac(terms.mac, challenge.value().nonce, h.from_node, h.to_node, terms.channel)},
            std::span<std::byte, kProofBytes>(proof_bytes));
     asio::async_write(socket, asio::buffer(proof_bytes), [self = shared_from_this()](std::error_code e, std::size_t) {
-      if (e) return self->done("cannot send its proof: " + e.message());
+      if (e) return self->lost();
       asio::async_read(self->socket, asio::buffer(self->verdict_bytes),
                        [self](std::error_code e, std::size_t) { self->on_verdict(e); });
     });
   }
 
   void on_verdict(std::error_code e) {
-    if (e) return done("no verdict: " + e.message());
+    // A node that does not hold our token is not trusted with a byte more, whatever it answers.
+    if (!acceptor_proved) return finish(DialEnd::wrong_token, Refusal::none, "does not hold our cluster token");
+    if (e) return lost();
     auto verdict = decode_verdict(verdict_bytes);
-    if (!verdict) return done(verdict.error().message);
-    if (verdict.value().refusal != Refusal::none) {
-      ++link->endpoint.refused.handshakes;
-      return done("refused: " + to_string(verdict.value().refusal));
-    }
-    if (!tls_context()) {
-      timer.cancel();
-      return link->open_with(std::move(socket), nullptr);
-    }
+    if (!verdict)
+      return finish(DialEnd::no_answer, Refusal::none,
+                    "answered the " + terms.name + " with something else: " + verdict.error().message);
+    if (verdict.value().refusal == Refusal::bad_proof)
+      return finish(DialEnd::bad_proof, Refusal::bad_proof, "refused our cluster token");
+    if (verdict.value().refusal != Refusal::none)
+      return finish(DialEnd::refused, verdict.value().refusal, "refused us: " + to_string(verdict.value().refusal));
+    if (!terms.tls) return finish(DialEnd::passed, Refusal::none, "");
     std::error_code ignored;
     socket.non_blocking(true, ignored);
-    session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::dialer);
+    session = std::make_unique<TlsSession>(*terms.tls, socket.native_handle(), TlsRole::dialer);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
-      if (!ok) {
-        ++self->link->endpoint.refused.handshakes;
-        const std::string& why = self->session->error();
-        return self->done("TLS: " + (why.empty() ? std::string("timed out") : why));
-      }
-      self->timer.cancel();
-      self->link->open_with(std::move(self->socket), std::move(self->session));
+      if (ok) return self->finish(DialEnd::passed, Refusal::none, "");
+      if (self->expired) return self->finish(DialEnd::timed_out, Refusal::none, "did not finish TLS in time");
+      const std::string& why = self->session->error();
+      self->finish(DialEnd::tls_failed, Refusal::none, "TLS: " + (why.empty() ? std::string("closed") : why));
     });
   }
 
-  const std::shared_ptr<const TlsContext>& tls_context() const {
-    return link->endpoint.service.service.options().tls;
+  // The socket failed or closed after the challenge: the deadline's doing, or the peer's.
+  void lost() {
+    if (expired) return finish(DialEnd::timed_out, Refusal::none, "did not finish the " + terms.name + " in time");
+    finish(DialEnd::closed, Refusal::none, "closed the connection during the " + terms.name);
   }
 
-  void done(const std::string& why) {
+  void finish(DialEnd end, Refusal refusal, std::string why) {
     timer.cancel();
-    link->fail(why);
+    Dialed d{.end = end, .refusal = refusal, .why = std::move(why), .socket = std::move(socket), .session = {}};
+    if (end == DialEnd::passed) {
+      d.session = std::move(session);
+    } else {
+      std::error_code ignored;
+      d.socket.close(ignored);
+    }
+    auto call = std::move(done);
+    call(std::move(d));
   }
 
-  std::shared_ptr<Link> link;
   tcp::socket socket;
   asio::steady_timer timer;
+  DialerTerms terms;
+  std::function<void(Dialed)> done;
+  bool expired = false;
+  bool acceptor_proved = false;
   std::unique_ptr<TlsSession> session;
-  Nonce nonce{};
   std::array<std::byte, kHelloBytes> hello_bytes{};
   std::array<std::byte, kChallengeBytes> challenge_bytes{};
   std::array<std::byte, kProofBytes> proof_bytes{};
   std::array<std::byte, kVerdictBytes> verdict_bytes{};
 };
 
-// The acceptor's half of dataplane/handshake.hpp: which node the dialer wants, and whether it holds the token.
-struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
-  AcceptorHandshake(Service::Impl& service, tcp::socket s, Admission::Ticket ticket)
-      : service(service), socket(std::move(s)), timer(socket.get_executor()), ticket(std::move(ticket)) {}
+// The acceptor's half. Its deadline closes the socket; a stranger gets no answer to what is not a hello.
+struct AcceptorSession : std::enable_shared_from_this<AcceptorSession> {
+  AcceptorSession(tcp::socket s, Admission::Ticket ticket, AcceptorTerms terms, std::function<void(Accepted)> done)
+      : socket(std::move(s)),
+        timer(socket.get_executor()),
+        ticket(std::move(ticket)),
+        terms(std::move(terms)),
+        done(std::move(done)),
+        peer(peer_of(socket)) {}
 
   // Closes the connection unless the handshake is through within `limit` from now (replaces the limit before).
   void close_after(std::chrono::steady_clock::duration limit) {
     timer.expires_after(limit);
     timer.async_wait([self = shared_from_this()](std::error_code e) {
-      if (!e) self->socket.close();
+      if (e) return;
+      self->expired = true;
+      std::error_code ignored;
+      self->socket.close(ignored);
     });
   }
 
   void run() {
-    close_after(kAcceptTimeout);
+    close_after(terms.hello_timeout);
     asio::async_read(socket, asio::buffer(hello_bytes),
                      [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
   }
 
   void on_hello(std::error_code e) {
-    if (e) return stranger();  // silent past the handshake's time, or gone
-    auto hello = decode_hello(hello_bytes);
-    if (!hello) return stranger();  // not ours: a stranger gets no answer
-    this->hello = hello.value();
+    if (e) return finish(AcceptEnd::silent);  // silent past the deadline, or gone
+    auto decoded = decode_hello(hello_bytes);
+    if (!decoded) return finish(AcceptEnd::not_handshake);  // not ours: a stranger gets no answer
+    hello = decoded.value();
+    const bool dialer_tls = (hello.protocol & kTlsFlag) != 0;
     Challenge challenge;
-    endpoint = service.endpoint(this->hello.to_node);
-    const bool dialer_tls = (this->hello.protocol & kTlsFlag) != 0;
-    const bool streams_valid = this->hello.streams >= 1 && this->hello.streams <= kMaxStreams &&
-                               this->hello.stream < this->hello.streams;
-    if ((this->hello.protocol & ~kTlsFlag) != kDataProtocol || !streams_valid)
+    if ((hello.protocol & ~kTlsFlag) != terms.protocol) {
       challenge.refusal = Refusal::protocol;
-    else if (dialer_tls != (tls_context() != nullptr))
+    } else if (dialer_tls != (terms.tls != nullptr)) {
       challenge.refusal = Refusal::tls_mismatch;
-    else if (!endpoint)
-      challenge.refusal = Refusal::unknown_node;
-    if (challenge.refusal == Refusal::none) {
+    } else {
+      HelloAnswer answer = terms.answer(hello);
+      challenge.refusal = answer.refusal;
+      mac = std::move(answer.mac);
+    }
+    refusal = challenge.refusal;
+    if (refusal == Refusal::none) {
       challenge.nonce = nonce = make_nonce();
-      challenge.mac = acceptor_mac(endpoint->setup.mac, this->hello.nonce, this->hello.from_node, this->hello.to_node);
+      challenge.mac = acceptor_mac(mac, hello.nonce, hello.from_node, hello.to_node, terms.channel);
     }
     encode(challenge, std::span<std::byte, kChallengeBytes>(challenge_bytes));
-    const bool go_on = challenge.refusal == Refusal::none;
-    if (challenge.refusal == Refusal::tls_mismatch && endpoint)
-      ++endpoint->refused.handshakes;
-    else if (!go_on)
-      service.count_stranger();
-    asio::async_write(socket, asio::buffer(challenge_bytes),
-                      [self = shared_from_this(), go_on](std::error_code e, std::size_t) {
-                        if (e || !go_on) return self->end();
-                        asio::async_read(self->socket, asio::buffer(self->proof_bytes),
-                                         [self](std::error_code e, std::size_t) { self->on_proof(e); });
-                      });
+    asio::async_write(socket, asio::buffer(challenge_bytes), [self = shared_from_this()](std::error_code e,
+                                                                                         std::size_t) {
+      if (self->refusal != Refusal::none) return self->finish(AcceptEnd::refused);
+      if (e) return self->finish(AcceptEnd::gone);
+      asio::async_read(self->socket, asio::buffer(self->proof_bytes),
+                       [self](std::error_code e, std::size_t) { self->on_proof(e); });
+    });
   }
 
   void on_proof(std::error_code e) {
-    if (e) return end();
+    if (e) return finish(AcceptEnd::gone);
     auto proof = decode_proof(proof_bytes);
+    const bool proved =
+        proof && equal_macs(proof.value().mac, dialer_mac(mac, nonce, hello.from_node, hello.to_node, terms.channel));
     Verdict verdict;
-    if (!proof || !equal_macs(proof.value().mac,
-                              dialer_mac(endpoint->setup.mac, nonce, hello.from_node, hello.to_node))) {
-      verdict.refusal = Refusal::bad_proof;
-      ++endpoint->refused.handshakes;
-      if (service.first_time("bad proof", hello.to_node, hello.from_node))
-        spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: it does not hold the cluster "
-                     "token (said once per peer)",
-                     hello.to_node, hello.from_node);
-    }
+    if (!proved) verdict.refusal = Refusal::bad_proof;
     encode(verdict, std::span<std::byte, kVerdictBytes>(verdict_bytes));
-    const bool ok = verdict.refusal == Refusal::none;
-    asio::async_write(socket, asio::buffer(verdict_bytes), [self = shared_from_this(), ok](std::error_code e,
-                                                                                           std::size_t) {
-      if (e || !ok || self->endpoint->closed) return self->end();
-      if (!self->tls_context()) {
-        self->timer.cancel();
-        return self->endpoint->attach_inbound(self->hello, std::move(self->socket), nullptr);
-      }
+    asio::async_write(socket, asio::buffer(verdict_bytes), [self = shared_from_this(), proved](std::error_code e,
+                                                                                               std::size_t) {
+      if (!proved) return self->finish(AcceptEnd::bad_proof);
+      if (e) return self->finish(AcceptEnd::gone);
+      if (!self->terms.tls) return self->finish(AcceptEnd::passed);
       self->start_tls();
     });
   }
@@ -182,47 +200,45 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
   void start_tls() {
     std::error_code ignored;
     socket.non_blocking(true, ignored);
-    close_after(kHandshakeTimeout);  // TLS's round trips and certificates, after the token's
-    session = std::make_unique<TlsSession>(*tls_context(), socket.native_handle(), TlsRole::acceptor);
+    close_after(terms.tls_timeout);  // TLS's round trips and certificates, after the token's
+    session = std::make_unique<TlsSession>(*terms.tls, socket.native_handle(), TlsRole::acceptor);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
-      if (ok && !self->endpoint->closed) {
-        self->timer.cancel();
-        return self->endpoint->attach_inbound(self->hello, std::move(self->socket), std::move(self->session));
-      }
-      if (!ok) {
-        ++self->endpoint->refused.handshakes;
-        if (self->service.first_time("tls", self->hello.to_node, self->hello.from_node)) {
-          const std::string& why = self->session->error();
-          spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: TLS: {} (said once per "
-                       "peer)",
-                       self->hello.to_node, self->hello.from_node, why.empty() ? std::string("timed out") : why);
-        }
-      }
-      self->end();
+      if (ok) return self->finish(AcceptEnd::passed);
+      self->finish(AcceptEnd::tls_failed, self->expired ? std::string() : self->session->error());
     });
   }
 
-  const std::shared_ptr<const TlsContext>& tls_context() const { return service.service.options().tls; }
-
-  void stranger() {
-    service.count_stranger();
-    end();
-  }
-
-  void end() {
+  void finish(AcceptEnd end, std::string tls_error = {}) {
     timer.cancel();
-    std::error_code ignored;
-    socket.close(ignored);
+    Accepted a{.end = end,
+               .hello = hello,
+               .refusal = refusal,
+               .tls_error = std::move(tls_error),
+               .peer = peer,
+               .socket = std::move(socket),
+               .session = {}};
+    if (end == AcceptEnd::passed) {
+      a.session = std::move(session);
+    } else {
+      std::error_code ignored;
+      a.socket.close(ignored);
+    }
+    auto call = std::move(done);
+    call(std::move(a));
   }
 
-  Service::Impl& service;
   tcp::socket socket;
   asio::steady_timer timer;
-  std::unique_ptr<TlsSession> session;
-  Admission::Ticket ticket;  // its place among the handshakes under way
+  Admission::Ticket ticket;  // its place among the handshakes under way, freed with the session
+  AcceptorTerms terms;
+  std::function<void(Accepted)> done;
+  std::string peer;
+  bool expired = false;
   Hello hello;
+  Refusal refusal = Refusal::none;
+  MacFunction mac;
   Nonce nonce{};
-  std::shared_ptr<EndpointState> endpoint;
+  std::unique_ptr<TlsSession> session;
   std::array<std::byte, kHelloBytes> hello_bytes{};
   std::array<std::byte, kChallengeBytes> challenge_bytes{};
   std::array<std::byte, kProofBytes> proof_bytes{};
@@ -231,12 +247,13 @@ struct AcceptorHandshake : std::enable_shared_from_this<AcceptorHandshake> {
 
 }  // namespace
 
-void start_dialer_handshake(std::shared_ptr<Link> link, tcp::socket socket) {
-  std::make_shared<DialerHandshake>(std::move(link), std::move(socket))->run();
+void run_dialer_handshake(tcp::socket socket, DialerTerms terms, std::function<void(Dialed)> done) {
+  std::make_shared<DialerSession>(std::move(socket), std::move(terms), std::move(done))->run();
 }
 
-void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admission::Ticket ticket) {
-  std::make_shared<AcceptorHandshake>(service, std::move(socket), std::move(ticket))->run();
+void run_acceptor_handshake(tcp::socket socket, Admission::Ticket ticket, AcceptorTerms terms,
+                            std::function<void(Accepted)> done) {
+  std::make_shared<AcceptorSession>(std::move(socket), std::move(ticket), std::move(terms), std::move(done))->run();
 }
 
 }  // namespace gridtrain::dataplane

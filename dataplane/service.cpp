@@ -1,5 +1,5 @@
 // The service: the data plane's thread, its listening socket and the admission of the connections it accepts
-// (their handshakes: handshake_session.cpp), and the endpoints of the process's nodes (endpoint.cpp).
+// (their handshakes: link_handshakes.cpp), and the endpoints of the process's nodes (endpoint.cpp).
 
 #include "dataplane/service.hpp"
 

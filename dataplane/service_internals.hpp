@@ -1,6 +1,6 @@
 #pragma once
 // The data plane's internals, shared by the files that implement it: an endpoint's state (endpoint.cpp), the
-// service's (service.cpp), a link to one peer (link.cpp) and the handshakes that open links (handshake_session.cpp).
+// service's (service.cpp), a link to one peer (link.cpp) and the handshakes that open links (link_handshakes.cpp).
 // Not part of the data plane's interface: only dataplane/'s own .cpp files include it. Everything here runs on the
 // service's thread unless it says otherwise.
 
@@ -203,8 +203,9 @@ struct Link : std::enable_shared_from_this<Link> {
   std::vector<std::byte> staged;  // a compressed payload, read whole before it is decoded (capacity kept)
 };
 
-// The handshakes (handshake_session.cpp): the dialer's over a connected socket, which opens the link or fails it;
-// the acceptor's over an admitted connection, which attaches it to the endpoint the dialer asked for.
+// The handshakes (link_handshakes.cpp, over dataplane/handshake_session.hpp): the dialer's over a connected
+// socket, which opens the link or fails it; the acceptor's over an admitted connection, which attaches it to the
+// endpoint the dialer asked for.
 void start_dialer_handshake(std::shared_ptr<Link> link, tcp::socket socket);
 void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admission::Ticket ticket);
 
