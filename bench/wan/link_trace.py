@@ -28,13 +28,14 @@ def record(out, interval_ms, namespaces):
         with open(out, "w") as f:
             t0 = time.monotonic()
             while not stop:
-                now = time.monotonic() - t0
                 for ns, s in zip(namespaces, sleepers):
                     with open("/proc/%d/net/dev" % s.pid) as dev:
-                        for line in dev:
-                            name, _, fields = line.partition(":")
-                            if name.strip() == "wan0":
-                                f.write("%.4f %s %s\n" % (now, ns, fields.split()[8]))
+                        text = dev.read()
+                    now = time.monotonic() - t0  # each reading's own time: the reads of one pass take a while
+                    for line in text.splitlines():
+                        name, _, fields = line.partition(":")
+                        if name.strip() == "wan0":
+                            f.write("%.4f %s %s\n" % (now, ns, fields.split()[8]))
                 time.sleep(interval_ms / 1000.0)
     finally:
         for s in sleepers:
