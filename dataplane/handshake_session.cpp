@@ -3,6 +3,8 @@
 
 #include "dataplane/handshake_session.hpp"
 
+#include <utility>
+
 #include "dataplane/tls_async.hpp"
 
 namespace gridtrain::dataplane {
@@ -17,19 +19,51 @@ std::string peer_of(const tcp::socket& socket) {
   return e ? std::string("an unknown address") : at.address().to_string();
 }
 
-// The dialer's half. Its deadline closes the socket, so that whatever waits on it ends, as timed out.
-struct DialerSession : std::enable_shared_from_this<DialerSession> {
-  DialerSession(tcp::socket s, DialerTerms terms, std::function<void(Dialed)> done)
-      : socket(std::move(s)), timer(socket.get_executor()), terms(std::move(terms)), done(std::move(done)) {}
+// What both halves hold: the socket and its deadline, TLS's session, and the four messages' bytes.
+struct Session {
+  explicit Session(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
 
-  void run() {
-    timer.expires_after(terms.timeout);
-    timer.async_wait([self = shared_from_this()](std::error_code e) {
+  // Closes the socket `limit` from now unless the session ends first (replaces the limit before): whatever waits
+  // on it ends, and `expired` says why.
+  void close_after(std::shared_ptr<Session> self, std::chrono::steady_clock::duration limit) {
+    timer.expires_after(limit);
+    timer.async_wait([self = std::move(self)](std::error_code e) {
       if (e) return;
       self->expired = true;
       std::error_code ignored;
       self->socket.close(ignored);
     });
+  }
+
+  // Ends the deadline and gives the caller the socket (and TLS's session) where the handshake passed; else closes
+  // it, and there is no session.
+  std::pair<tcp::socket, std::unique_ptr<TlsSession>> hand_over(bool passed) {
+    timer.cancel();
+    if (!passed) {
+      std::error_code ignored;
+      socket.close(ignored);
+      session.reset();
+    }
+    return {std::move(socket), std::move(session)};
+  }
+
+  tcp::socket socket;
+  asio::steady_timer timer;
+  bool expired = false;
+  std::unique_ptr<TlsSession> session;
+  std::array<std::byte, kHelloBytes> hello_bytes{};
+  std::array<std::byte, kChallengeBytes> challenge_bytes{};
+  std::array<std::byte, kProofBytes> proof_bytes{};
+  std::array<std::byte, kVerdictBytes> verdict_bytes{};
+};
+
+// The dialer's half. Its deadline closes the socket, so that whatever waits on it ends, as timed out.
+struct DialerSession : Session, std::enable_shared_from_this<DialerSession> {
+  DialerSession(tcp::socket s, DialerTerms terms, std::function<void(Dialed)> done)
+      : Session(std::move(s)), terms(std::move(terms)), done(std::move(done)) {}
+
+  void run() {
+    close_after(shared_from_this(), terms.timeout);
     terms.hello.nonce = make_nonce();
     encode(terms.hello, std::span<std::byte, kHelloBytes>(hello_bytes));
     // A gate with no room for us answers busy and closes without reading our hello: its answer may be there even
@@ -97,54 +131,27 @@ struct DialerSession : std::enable_shared_from_this<DialerSession> {
   }
 
   void finish(DialEnd end, Refusal refusal, std::string why) {
-    timer.cancel();
-    Dialed d{.end = end, .refusal = refusal, .why = std::move(why), .socket = std::move(socket), .session = {}};
-    if (end == DialEnd::passed) {
-      d.session = std::move(session);
-    } else {
-      std::error_code ignored;
-      d.socket.close(ignored);
-    }
+    auto [out, tls] = hand_over(end == DialEnd::passed);
     auto call = std::move(done);
-    call(std::move(d));
+    call(Dialed{.end = end,
+                .refusal = refusal,
+                .why = std::move(why),
+                .socket = std::move(out),
+                .session = std::move(tls)});
   }
 
-  tcp::socket socket;
-  asio::steady_timer timer;
   DialerTerms terms;
   std::function<void(Dialed)> done;
-  bool expired = false;
   bool acceptor_proved = false;
-  std::unique_ptr<TlsSession> session;
-  std::array<std::byte, kHelloBytes> hello_bytes{};
-  std::array<std::byte, kChallengeBytes> challenge_bytes{};
-  std::array<std::byte, kProofBytes> proof_bytes{};
-  std::array<std::byte, kVerdictBytes> verdict_bytes{};
 };
 
 // The acceptor's half. Its deadline closes the socket; a stranger gets no answer to what is not a hello.
-struct AcceptorSession : std::enable_shared_from_this<AcceptorSession> {
+struct AcceptorSession : Session, std::enable_shared_from_this<AcceptorSession> {
   AcceptorSession(tcp::socket s, Admission::Ticket ticket, AcceptorTerms terms, std::function<void(Accepted)> done)
-      : socket(std::move(s)),
-        timer(socket.get_executor()),
-        ticket(std::move(ticket)),
-        terms(std::move(terms)),
-        done(std::move(done)),
-        peer(peer_of(socket)) {}
-
-  // Closes the connection unless the handshake is through within `limit` from now (replaces the limit before).
-  void close_after(std::chrono::steady_clock::duration limit) {
-    timer.expires_after(limit);
-    timer.async_wait([self = shared_from_this()](std::error_code e) {
-      if (e) return;
-      self->expired = true;
-      std::error_code ignored;
-      self->socket.close(ignored);
-    });
-  }
+      : Session(std::move(s)), ticket(std::move(ticket)), terms(std::move(terms)), done(std::move(done)) {}
 
   void run() {
-    close_after(terms.hello_timeout);
+    close_after(shared_from_this(), terms.hello_timeout);
     asio::async_read(socket, asio::buffer(hello_bytes),
                      [self = shared_from_this()](std::error_code e, std::size_t) { self->on_hello(e); });
   }
@@ -200,7 +207,7 @@ struct AcceptorSession : std::enable_shared_from_this<AcceptorSession> {
   void start_tls() {
     std::error_code ignored;
     socket.non_blocking(true, ignored);
-    close_after(terms.tls_timeout);  // TLS's round trips and certificates, after the token's
+    close_after(shared_from_this(), terms.tls_timeout);  // TLS's round trips and certificates, after the token's
     session = std::make_unique<TlsSession>(*terms.tls, socket.native_handle(), TlsRole::acceptor);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
       if (ok) return self->finish(AcceptEnd::passed);
@@ -209,40 +216,26 @@ struct AcceptorSession : std::enable_shared_from_this<AcceptorSession> {
   }
 
   void finish(AcceptEnd end, std::string tls_error = {}) {
-    timer.cancel();
-    Accepted a{.end = end,
-               .hello = hello,
-               .refusal = refusal,
-               .tls_error = std::move(tls_error),
-               .peer = peer,
-               .socket = std::move(socket),
-               .session = {}};
-    if (end == AcceptEnd::passed) {
-      a.session = std::move(session);
-    } else {
-      std::error_code ignored;
-      a.socket.close(ignored);
-    }
+    // The dialer's address, for the caller's log line about a refusal (read while the socket is open).
+    std::string peer = end == AcceptEnd::passed ? std::string() : peer_of(socket);
+    auto [out, tls] = hand_over(end == AcceptEnd::passed);
     auto call = std::move(done);
-    call(std::move(a));
+    call(Accepted{.end = end,
+                  .hello = hello,
+                  .refusal = refusal,
+                  .tls_error = std::move(tls_error),
+                  .peer = std::move(peer),
+                  .socket = std::move(out),
+                  .session = std::move(tls)});
   }
 
-  tcp::socket socket;
-  asio::steady_timer timer;
   Admission::Ticket ticket;  // its place among the handshakes under way, freed with the session
   AcceptorTerms terms;
   std::function<void(Accepted)> done;
-  std::string peer;
-  bool expired = false;
   Hello hello;
   Refusal refusal = Refusal::none;
   MacFunction mac;
   Nonce nonce{};
-  std::unique_ptr<TlsSession> session;
-  std::array<std::byte, kHelloBytes> hello_bytes{};
-  std::array<std::byte, kChallengeBytes> challenge_bytes{};
-  std::array<std::byte, kProofBytes> proof_bytes{};
-  std::array<std::byte, kVerdictBytes> verdict_bytes{};
 };
 
 }  // namespace

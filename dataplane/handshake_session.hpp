@@ -80,7 +80,7 @@ struct Accepted {
   Hello hello;                      // from `refused` on
   Refusal refusal = Refusal::none;  // for `refused`
   std::string tls_error;            // for `tls_failed`
-  std::string peer;                 // the dialer's address, for a log line
+  std::string peer;                 // the dialer's address, for a log line ("" for `passed`)
   asio::ip::tcp::socket socket;     // for `passed`; closed otherwise
   std::unique_ptr<TlsSession> session;  // for `passed` where TLS runs
 };

@@ -4,6 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
+#include <string_view>
+
 #include "dataplane/handshake_session.hpp"
 #include "dataplane/service_internals.hpp"
 
@@ -30,6 +33,13 @@ void start_dialer_handshake(std::shared_ptr<Link> link, tcp::socket socket) {
 }
 
 void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admission::Ticket ticket) {
+  // A dialer `to` refused for `why`: counted, and logged once per pair of nodes and kind (`what`).
+  auto refuse = [&service](EndpointState& to, const Hello& hello, std::string_view what, const std::string& why) {
+    ++to.refused.handshakes;
+    if (service.first_time(what, hello.to_node, hello.from_node))
+      spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: {} (said once per peer)",
+                   hello.to_node, hello.from_node, why);
+  };
   // The endpoint the dialer asked for, found when its hello comes.
   auto endpoint = std::make_shared<std::shared_ptr<EndpointState>>();
   AcceptorTerms terms{.channel = Channel::data,
@@ -44,7 +54,7 @@ void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admiss
                         if (!*endpoint) return {.refusal = Refusal::unknown_node, .mac = {}};
                         return {.refusal = Refusal::none, .mac = (*endpoint)->setup.mac};
                       }};
-  run_acceptor_handshake(std::move(socket), std::move(ticket), std::move(terms), [&service, endpoint](Accepted a) {
+  auto done = [&service, endpoint, refuse](Accepted a) {
     // (Found by the hello from `passed` on; a refusal for TLS comes before the hello is asked about.)
     const std::shared_ptr<EndpointState> to =
         a.end == AcceptEnd::refused && a.refusal == Refusal::tls_mismatch ? service.endpoint(a.hello.to_node)
@@ -64,20 +74,9 @@ void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admiss
           service.count_stranger();
         return;
       case AcceptEnd::bad_proof:
-        ++to->refused.handshakes;
-        if (service.first_time("bad proof", a.hello.to_node, a.hello.from_node))
-          spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: it does not hold the "
-                       "cluster token (said once per peer)",
-                       a.hello.to_node, a.hello.from_node);
-        return;
+        return refuse(*to, a.hello, "bad proof", "it does not hold the cluster token");
       case AcceptEnd::tls_failed:
-        ++to->refused.handshakes;
-        if (service.first_time("tls", a.hello.to_node, a.hello.from_node))
-          spdlog::warn("data plane: node {:016x}: refused a connection from node {:016x}: TLS: {} (said once per "
-                       "peer)",
-                       a.hello.to_node, a.hello.from_node,
-                       a.tls_error.empty() ? std::string("timed out") : a.tls_error);
-        return;
+        return refuse(*to, a.hello, "tls", "TLS: " + (a.tls_error.empty() ? std::string("timed out") : a.tls_error));
       case AcceptEnd::silent:
       case AcceptEnd::not_handshake:
         service.count_stranger();
@@ -85,7 +84,8 @@ void start_acceptor_handshake(Service::Impl& service, tcp::socket socket, Admiss
       case AcceptEnd::gone:
         return;
     }
-  });
+  };
+  run_acceptor_handshake(std::move(socket), std::move(ticket), std::move(terms), std::move(done));
 }
 
 }  // namespace gridtrain::dataplane
