@@ -211,7 +211,10 @@ struct AcceptorSession : Session, std::enable_shared_from_this<AcceptorSession> 
     session = std::make_unique<TlsSession>(*terms.tls, socket.native_handle(), TlsRole::acceptor);
     async_tls_handshake(socket, *session, [self = shared_from_this()](bool ok) {
       if (ok) return self->finish(AcceptEnd::passed);
-      self->finish(AcceptEnd::tls_failed, self->expired ? std::string() : self->session->error());
+      // "" only for the deadline: a dialer that closed during TLS is a TLS failure too.
+      const std::string& why = self->session->error();
+      self->finish(AcceptEnd::tls_failed,
+                   self->expired ? std::string() : why.empty() ? std::string("the dialer closed the connection") : why);
     });
   }
 

@@ -79,7 +79,7 @@ struct Accepted {
   AcceptEnd end = AcceptEnd::silent;
   Hello hello;                      // from `refused` on
   Refusal refusal = Refusal::none;  // for `refused`
-  std::string tls_error;            // for `tls_failed`
+  std::string tls_error;            // for `tls_failed`; "" where its deadline passed
   std::string peer;                 // the dialer's address, for a log line ("" for `passed`)
   asio::ip::tcp::socket socket;     // for `passed`; closed otherwise
   std::unique_ptr<TlsSession> session;  // for `passed` where TLS runs
