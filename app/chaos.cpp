@@ -307,6 +307,10 @@ class Chaos {
     } else {
       victim = std::uniform_int_distribution<std::size_t>(0, slots_.size() - 1)(random_);
     }
+    if (!slots_[victim].process || !slots_[victim].process->running()) {
+      std::cout << "chaos: node " << victim << " has trained its epochs and left; no fault this time" << std::endl;
+      return;
+    }
     // Node 0 lives through the run: it is only stopped (but for --kills-only). The others are killed, stopped or
     // restarted.
     int kind = args_.kills_only ? 0 : victim == 0 ? 1 : std::uniform_int_distribution<int>(0, 2)(random_);
@@ -502,6 +506,13 @@ class Chaos {
     std::cout << "chaos: not one grid again within 60 s of the heal" << std::endl;
   }
 
+  // The nodes whose processes still run (a stopped one among them). With finite `learner.epochs` a node that has
+  // trained them leaves the grid for good: the grid is whole again without it.
+  std::size_t training() {
+    return static_cast<std::size_t>(
+        std::count_if(slots_.begin(), slots_.end(), [](Slot& s) { return s.process && s.process->running(); }));
+  }
+
   // The process of `slot` is gone: keep its output and rounds.
   void retire(Slot& slot) {
     slot.log += slot.process->output();
@@ -554,12 +565,19 @@ class Chaos {
   void watch_back(std::size_t victim) {
     const auto at = Clock::now();
     while (Clock::now() - at < 60s) {
+      // With finite epochs the run can end under the watch: the victim itself, or every other node, done.
+      Slot& slot = slots_[victim];
+      if (!slot.process || !slot.process->running() || training() < 2) {
+        std::cout << "chaos: node " << victim << " is not watched: "
+                  << (training() < 2 ? "the others" : "it") << " trained the last epoch and left" << std::endl;
+        return;
+      }
       auto v = observe();
       std::this_thread::sleep_for(100ms);
       if (!v) continue;
       for (const auto& n : v->nodes)
         if (n.place.address == slots_[victim].address && n.figures.rounds_done > 0 &&
-            v->nodes.size() == slots_.size()) {
+            v->nodes.size() == training()) {
           figures_.back.push_back(seconds(Clock::now() - at));
           return;
         }
