@@ -19,6 +19,8 @@
 //                     until the majority's nodes run rounds in a grid of their own, and that no two GridMasters
 //                     answer at once (split brain: one elected on the minority's side, or the old one going on
 //                     beside a new one); then the heal, and the time until every node runs rounds in one grid.
+//                     With finite learner.epochs (--set) a node that has trained them leaves for good: it is no
+//                     victim, the grid is whole without it, and the run ends once every node has left.
 //   4. report         rounds completed, failovers, those times (median and worst), every node's resident memory
 //                     at its start (a minute in) and at the end, and every node's last test accuracy; every
 //                     process's output in DIR/node-<i>.log.
@@ -151,9 +153,13 @@ class Chaos {
                                         std::chrono::duration<double>(args_.minutes * 60.0));
     auto next = Clock::now() + std::chrono::seconds(args_.every);
     while (Clock::now() < end && (args_.faults == 0 || figures_.faults < args_.faults) && !stop_requested()) {
-      while (Clock::now() < std::min(next, end) && !stop_requested()) {
+      while (Clock::now() < std::min(next, end) && !stop_requested() && training() > 0) {
         observe();
         std::this_thread::sleep_for(200ms);
+      }
+      if (training() == 0) {
+        std::cout << "chaos: every node has trained its epochs and left" << std::endl;
+        break;
       }
       if (stop_requested() || Clock::now() >= end) break;
       next = Clock::now() + std::chrono::seconds(args_.every);
