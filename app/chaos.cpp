@@ -153,11 +153,11 @@ class Chaos {
                                         std::chrono::duration<double>(args_.minutes * 60.0));
     auto next = Clock::now() + std::chrono::seconds(args_.every);
     while (Clock::now() < end && (args_.faults == 0 || figures_.faults < args_.faults) && !stop_requested()) {
-      while (Clock::now() < std::min(next, end) && !stop_requested() && training() > 0) {
+      while (Clock::now() < std::min(next, end) && !stop_requested() && expected() > 0) {
         observe();
         std::this_thread::sleep_for(200ms);
       }
-      if (training() == 0) {
+      if (expected() == 0) {
         std::cout << "chaos: every node has trained its epochs and left" << std::endl;
         break;
       }
@@ -313,7 +313,7 @@ class Chaos {
     } else {
       victim = std::uniform_int_distribution<std::size_t>(0, slots_.size() - 1)(random_);
     }
-    if (!slots_[victim].process || !slots_[victim].process->running()) {
+    if (finished(slots_[victim])) {
       std::cout << "chaos: node " << victim << " has trained its epochs and left; no fault this time" << std::endl;
       return;
     }
@@ -512,11 +512,17 @@ class Chaos {
     std::cout << "chaos: not one grid again within 60 s of the heal" << std::endl;
   }
 
-  // The nodes whose processes still run (a stopped one among them). With finite `learner.epochs` a node that has
-  // trained them leaves the grid for good: the grid is whole again without it.
-  std::size_t training() {
-    return static_cast<std::size_t>(
-        std::count_if(slots_.begin(), slots_.end(), [](Slot& s) { return s.process && s.process->running(); }));
+  // Whether the node of `slot` trained its epochs (finite `learner.epochs`) and left for good: its process ended
+  // with exit code 0. A node that crashed did not finish: the grid still misses it.
+  static bool finished(Slot& slot) {
+    if (!slot.process) return false;
+    const std::optional<int> code = slot.process->wait_exit(std::chrono::milliseconds(0));
+    return code && *code == 0;
+  }
+
+  // The nodes the grid should hold: all but those that finished.
+  std::size_t expected() {
+    return static_cast<std::size_t>(std::count_if(slots_.begin(), slots_.end(), [](Slot& s) { return !finished(s); }));
   }
 
   // The process of `slot` is gone: keep its output and rounds.
@@ -572,10 +578,10 @@ class Chaos {
     const auto at = Clock::now();
     while (Clock::now() - at < 60s) {
       // With finite epochs the run can end under the watch: the victim itself, or every other node, done.
-      Slot& slot = slots_[victim];
-      if (!slot.process || !slot.process->running() || training() < 2) {
-        std::cout << "chaos: node " << victim << " is not watched: "
-                  << (training() < 2 ? "the others" : "it") << " trained the last epoch and left" << std::endl;
+      const bool alone = expected() < 2;
+      if (finished(slots_[victim]) || alone) {
+        std::cout << "chaos: node " << victim << " is not watched: " << (alone ? "the others" : "it")
+                  << " trained the last epoch and left" << std::endl;
         return;
       }
       auto v = observe();
@@ -583,7 +589,7 @@ class Chaos {
       if (!v) continue;
       for (const auto& n : v->nodes)
         if (n.place.address == slots_[victim].address && n.figures.rounds_done > 0 &&
-            v->nodes.size() == training()) {
+            v->nodes.size() == expected()) {
           figures_.back.push_back(seconds(Clock::now() - at));
           return;
         }
