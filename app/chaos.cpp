@@ -343,7 +343,7 @@ class Chaos {
       slot.process->wait_exit(15s);
     }
     if (kind != 1) retire(slot);
-    watch_recovery(before->epoch, victim == gm, victim_address, rounds_at, at);
+    watch_recovery(victim, before->epoch, victim == gm, victim_address, rounds_at, at);
     if (kind == 1) {
       const auto wake = at + std::chrono::seconds(args_.stop_seconds);
       while (Clock::now() < wake) std::this_thread::sleep_for(100ms);
@@ -525,6 +525,16 @@ class Chaos {
     return static_cast<std::size_t>(std::count_if(slots_.begin(), slots_.end(), [](Slot& s) { return !finished(s); }));
   }
 
+  // With finite epochs the run can end while a fault is watched: the victim, or every other node, trained its last
+  // epoch and left. Then there is nothing to recover and the watch ends (said once), counting no miss.
+  bool ended_under_watch(std::size_t victim) {
+    const bool alone = expected() < 2;
+    if (!alone && !finished(slots_[victim])) return false;
+    std::cout << "chaos: node " << victim << " is not watched: " << (alone ? "the others" : "it")
+              << " trained the last epoch and left" << std::endl;
+    return true;
+  }
+
   // The process of `slot` is gone: keep its output and rounds.
   void retire(Slot& slot) {
     slot.log += slot.process->output();
@@ -536,11 +546,12 @@ class Chaos {
 
   // Until the survivors run rounds past `rounds_at` in a grid without the victim (and under a higher epoch, when
   // the victim hosted the GridMaster).
-  void watch_recovery(std::uint64_t epoch, bool was_gm, const std::string& victim,
+  void watch_recovery(std::size_t victim_slot, std::uint64_t epoch, bool was_gm, const std::string& victim,
                       const std::map<std::string, std::uint64_t>& rounds_at, Clock::time_point at) {
     std::optional<std::map<std::string, std::uint64_t>> at_takeover;
     bool recovered = false;
     while (Clock::now() - at < 30s) {
+      if (ended_under_watch(victim_slot)) return;
       auto v = observe();
       std::this_thread::sleep_for(50ms);
       if (!v) continue;
@@ -577,13 +588,7 @@ class Chaos {
   void watch_back(std::size_t victim) {
     const auto at = Clock::now();
     while (Clock::now() - at < 60s) {
-      // With finite epochs the run can end under the watch: the victim itself, or every other node, done.
-      const bool alone = expected() < 2;
-      if (finished(slots_[victim]) || alone) {
-        std::cout << "chaos: node " << victim << " is not watched: " << (alone ? "the others" : "it")
-                  << " trained the last epoch and left" << std::endl;
-        return;
-      }
+      if (ended_under_watch(victim)) return;
       auto v = observe();
       std::this_thread::sleep_for(100ms);
       if (!v) continue;
