@@ -44,10 +44,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/round_allowance.hpp"
 #include "allreduce/peer_patience.hpp"
 
 namespace gridtrain::actors {
@@ -80,11 +82,13 @@ struct LineMasterState {
   allreduce::PeerPatience patience;
   bool advance = true;  // round next_round - 1 has its advance quorum (true before round 0)
   // Paced by the learner (allreduce.every_steps > 0, or cpu_share < 1 on a training node): the rounds it may still
-  // start. The node's learner raises it by one when it allows a round (allow_rounds_atom: every every_steps steps,
-  // or while averaging is within its CPU share), so a line runs no faster than its master's learner allows; it
-  // never holds more than k, so a line that could not run (a stalled peer, no line yet) does not fire a burst of
-  // rounds afterwards. nullopt when not paced: rounds back to back.
+  // start. The node's learner grants one more when it allows a round (every every_steps steps, or while averaging is
+  // within its CPU share: the node's RoundAllowance, taken here before each round), so a line runs no faster than
+  // its master's learner allows; it never holds more than k, so a line that could not run (a stalled peer, no line
+  // yet) does not fire a burst of rounds afterwards. nullopt when not paced: rounds back to back.
   std::optional<std::uint64_t> every_steps_budget;
+  std::shared_ptr<RoundAllowance> allowance;  // paced: the node's grants
+  std::uint64_t allowance_taken = 0;          // the grants taken so far (RoundAllowance::take)
   caf::timespan settle{0};  // allreduce.line_settle_ms; 0: never hold a round
   std::optional<caf::actor_clock::time_point> last_start_line;  // when the latest StartLine came
   bool settling = false;           // a burst's StartLine holds the first round until settle_generation's timer
@@ -105,12 +109,13 @@ struct LineMasterState {
 
 struct LineMasterSetup {
   std::uint32_t dim = 0;
-  // Start with an every_steps budget of 0 (see LineMasterState::every_steps_budget).
-  bool paced_by_every_steps = false;
+  // Paced by the learner: the node's grants, and an every_steps budget of 0 to start with (see
+  // LineMasterState::every_steps_budget). Null: not paced.
+  std::shared_ptr<RoundAllowance> allowance;
   caf::timespan settle{0};  // see "Settling" above
 };
 
-// Also handles (allow_rounds_atom, n): n more rounds in the every_steps budget; and answers stats_atom with the
+// Also handles allow_rounds_atom: takes the grants into the every_steps budget; and answers stats_atom with the
 // rounds it started.
 caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMasterSetup setup);
 

@@ -479,8 +479,8 @@ using round_event_atom = caf::atom_constant<caf::atom("roundevt")>;
 using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
 using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave cleanly and end
-// allreduce.every_steps: the learner took every_steps more steps, so a LineMaster may start more rounds.
-// Node: (allow_rounds_atom, dim, n); LineMaster: (allow_rounds_atom, n).
+// Paced by the learner (actors/round_allowance.hpp): Node: (allow_rounds_atom, dim, n): grant n more rounds to the
+// line in `dim` (n = 0: none), and wake the LineMasters; LineMaster: (allow_rounds_atom): take what was granted.
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 // LineMaster, to itself: (settle_atom, generation): the line stayed unchanged for allreduce.line_settle_ms.
 using settle_atom = caf::atom_constant<caf::atom("settle")>;

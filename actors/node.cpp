@@ -130,7 +130,10 @@ caf::message_handler common_handlers(Self self) {
       },
       [self](warm_params_atom, std::uint64_t offset, std::uint64_t count) { return warm_params(self, offset, count); },
       [self](allow_rounds_atom, std::uint32_t dim, std::uint64_t rounds) {
-        if (dim < kDimsOffered) self->send(self->state.line_masters[dim], allow_rounds_atom::value, rounds);
+        const auto& allowance = self->state.setup.allowance;
+        if (!allowance) return;  // not paced
+        if (rounds > 0 && dim < kDimsOffered) allowance->grant(dim, rounds);
+        for (const auto& master : self->state.line_masters) self->send(master, allow_rounds_atom::value);
       },
   };
 }
@@ -443,13 +446,15 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   } else {
     s.data = add_own_endpoint(self);
   }
+  if (s.setup.paced_by_every_steps && !s.setup.allowance) s.setup.allowance = std::make_shared<RoundAllowance>();
+  if (!s.setup.paced_by_every_steps) s.setup.allowance.reset();
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
         self->spawn<caf::linked>(dimension_node,
                                  DimensionNodeSetup{d, s.setup.node_id, s.setup.store, s.data, s.setup.credentials}));
     s.line_masters.push_back(self->spawn<caf::linked>(
         line_master, LineMasterSetup{.dim = d,
-                                     .paced_by_every_steps = s.setup.paced_by_every_steps,
+                                     .allowance = s.setup.allowance,
                                      .settle = std::chrono::milliseconds(s.setup.config.allreduce.line_settle_ms)}));
   }
   *s.data_routes = s.dimension_nodes;

@@ -22,8 +22,8 @@
 // JoinChallenge (the GridMaster's nonce for a Join it sent: it answers with the token proof over it), Welcome or
 // Reject, Removed, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
-// model, for a joining node's warm start), allow_rounds_atom (allreduce.every_steps: passed on to the LineMaster
-// of that dimension), stop_atom (Leave, then end).
+// model, for a joining node's warm start), allow_rounds_atom (paced by the learner: grants rounds and wakes its
+// LineMasters; actors/round_allowance.hpp), stop_atom (Leave, then end).
 // It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
 // GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
 // closed.
@@ -43,6 +43,7 @@
 
 #include "actors/credentials.hpp"
 #include "actors/messages.hpp"
+#include "actors/round_allowance.hpp"
 #include "config/config.hpp"
 #include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
@@ -68,6 +69,7 @@ struct NodeSetup {
   std::chrono::milliseconds rejoin_interval{1000};  // between two rejoin walks; also how long a connect may take
   std::chrono::milliseconds walk_answer_wait{250};   // how long a walk waits for the answer to a Join
   bool paced_by_every_steps = false;  // see LineMasterState::every_steps_budget
+  std::shared_ptr<RoundAllowance> allowance;  // paced: the learner's grants (made by the node where null)
   // The GridMaster this node may host runs on a thread of its own (a detached actor), so that it answers joins and
   // reports at once however busy the scheduler is with rounds: on the shared scheduler, with thousands of
   // in-process nodes running rounds, it got 64 messages per pass through every busy actor, its answers to reports

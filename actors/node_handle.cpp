@@ -20,10 +20,10 @@ namespace gridtrain::actors {
 NodeHandle::NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port,
                        std::string address, std::shared_ptr<learner::ParameterStore> store,
                        std::shared_future<JoinOutcome> outcome, std::shared_ptr<const Gate> gate,
-                       std::shared_ptr<const DataCounters> data_counters)
+                       std::shared_ptr<const DataCounters> data_counters, std::shared_ptr<RoundAllowance> allowance)
     : system_(&system), node_(std::move(node)), id_(id), port_(port), address_(std::move(address)),
       store_(std::move(store)), outcome_(std::move(outcome)), gate_(std::move(gate)),
-      data_counters_(std::move(data_counters)) {
+      data_counters_(std::move(data_counters)), allowance_(std::move(allowance)) {
   // One attachable for the node's whole life, set when it ends (at once if it has ended already). wait_for() is
   // called ten times a second for as long as a node runs; a monitor per call would leave one attachable (and the
   // scoped actor it names) on the node actor each time, which CAF frees only when the node ends: about 590 bytes
@@ -71,8 +71,9 @@ NodeStats NodeHandle::stats() const {
   return stats;
 }
 
-void NodeHandle::allow_rounds(std::uint32_t dim, std::uint64_t rounds) const {
-  caf::anon_send(node_, allow_rounds_atom::value, dim, rounds);
+void NodeHandle::allow_rounds(std::uint64_t rounds) const {
+  if (allowance_ && allowance_->grant(rounds))
+    caf::anon_send(node_, allow_rounds_atom::value, std::uint32_t{0}, std::uint64_t{0});  // 0 rounds: only wake
 }
 
 Result<std::vector<std::uint64_t>> NodeHandle::members(std::chrono::milliseconds timeout) const {
@@ -138,6 +139,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   auto data =
       options.data_plane->add_endpoint(endpoint_setup(id, options.store, credentials.value().token, data_routes));
   auto counters = data->shared_counters();
+  auto allowance = options.paced_by_every_steps ? std::make_shared<RoundAllowance>() : nullptr;
   NodeSetup setup{.config = options.config,
                   .node_id = id,
                   .credentials = credentials.value(),
@@ -151,6 +153,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                   .join_timeout = options.join_timeout,
                   .rejoin_interval = options.rejoin_interval,
                   .paced_by_every_steps = options.paced_by_every_steps,
+                  .allowance = allowance,
                   .grid_master_thread = options.grid_master_thread,
                   .outcome = std::move(outcome),
                   .progress = options.progress};
@@ -174,7 +177,7 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
   }
   caf::anon_send(actor, begin_atom::value, address);
   return NodeHandle{system,           std::move(actor),   id, port, std::move(address), std::move(options.store),
-                    std::move(decided), std::move(open_gate), std::move(counters)};
+                    std::move(decided), std::move(open_gate), std::move(counters), std::move(allowance)};
 }
 
 Result<std::shared_ptr<dataplane::Service>> start_data_plane(const config::Config& config, bool listen) {

@@ -24,6 +24,7 @@
 
 #include "actors/gate.hpp"
 #include "actors/messages.hpp"
+#include "actors/round_allowance.hpp"
 #include "base/result.hpp"
 #include "config/config.hpp"
 #include "config/host_port.hpp"
@@ -72,7 +73,8 @@ class NodeHandle {
  public:
   NodeHandle(caf::actor_system& system, caf::actor node, std::uint64_t id, std::uint16_t port, std::string address,
              std::shared_ptr<learner::ParameterStore> store, std::shared_future<JoinOutcome> outcome,
-             std::shared_ptr<const Gate> gate = nullptr, std::shared_ptr<const DataCounters> data_counters = nullptr);
+             std::shared_ptr<const Gate> gate = nullptr, std::shared_ptr<const DataCounters> data_counters = nullptr,
+             std::shared_ptr<RoundAllowance> allowance = nullptr);
 
   std::uint64_t id() const { return id_; }
   std::uint16_t port() const { return port_; }           // 0 when not listening
@@ -102,9 +104,10 @@ class NodeHandle {
   const std::shared_ptr<const DataCounters>& data_counters() const { return data_counters_; }
   // Of those: rounds completed on the node's lines (0 without counters).
   std::uint64_t rounds_done() const { return data_counters_ ? actors::rounds_done(*data_counters_) : 0; }
-  // allreduce.every_steps: `rounds` more rounds for this node's LineMaster of `dim`, if it masters a line now or
-  // later. Without NodeOptions::paced_by_every_steps there is no budget to raise, and this does nothing.
-  void allow_rounds(std::uint32_t dim, std::uint64_t rounds) const;
+  // Paced by the learner (NodeOptions::paced_by_every_steps): `rounds` more rounds for each of the node's lines that
+  // it masters now or later. An atomic add, and a message only where a LineMaster waits for the grant
+  // (actors/round_allowance.hpp): cheap enough for every learner step. Not paced: it does nothing.
+  void allow_rounds(std::uint64_t rounds) const;
 
   // The live grid, as this node's GridMaster sees it. Errors: the node is not (or no longer) in a cluster, or no
   // answer within `timeout`.
@@ -132,6 +135,7 @@ class NodeHandle {
   std::shared_future<void> ended_;  // ready once the node actor has ended
   std::shared_ptr<const Gate> gate_;  // also held by the node actor, which closes it when it ends
   std::shared_ptr<const DataCounters> data_counters_;  // its data plane endpoint's; null for a node started elsewhere
+  std::shared_ptr<RoundAllowance> allowance_;          // paced: shared with its LineMasters; else null
 };
 
 // Spawns a node in `system` and starts its join. Errors (nothing is left running): the token file cannot be

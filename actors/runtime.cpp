@@ -29,6 +29,13 @@ Result<GridView> Runtime::grid_view(const config::HostPort& endpoint, const Cred
   return query_grid_view(system_, endpoint, credentials, timeout);
 }
 
+std::function<std::chrono::nanoseconds()> Runtime::averaging_cpu() const {
+  if (!data_plane_) return {};
+  return [data_plane = data_plane_, actors = config_.actor_threads()] {
+    return data_plane->cpu_time() + actors->total();
+  };
+}
+
 void Runtime::release_calling_thread() { caf::logger::set_current_actor_system(nullptr); }
 
 }  // namespace gridtrain::actors

@@ -10,6 +10,7 @@
 #include <caf/actor_system.hpp>
 
 #include <chrono>
+#include <functional>
 
 #include "actors/node_handle.hpp"
 #include "actors/reports.hpp"
@@ -46,6 +47,12 @@ class Runtime {
   // thread ends, and ~actor_system waits until every such reference is gone. A thread that outlives the system and
   // is not the one that destroys it (a Python host's) calls this after each use, or the system's end waits for ever.
   static void release_calling_thread();
+
+  // What averaging costs this process in CPU time, in all: the data plane's thread and the actors' threads (CAF's,
+  // SystemConfig::actor_threads), which carry a round's messages and timers. A training node's cpu_share paces by
+  // it (learner/round_pacing.hpp). The function holds what it reads, so it may outlive the Runtime. Empty before
+  // the data plane is started: without one a node runs no rounds to pace.
+  std::function<std::chrono::nanoseconds()> averaging_cpu() const;
 
   caf::actor_system& system() { return system_; }
   // The nodes' data plane; null before it is started (shared_data_plane, or the first start_node).

@@ -1,6 +1,7 @@
 #include "actors/system_config.hpp"
 
 #include <caf/io/middleman.hpp>
+#include <caf/thread_hook.hpp>
 
 #include <chrono>
 
@@ -8,6 +9,22 @@
 #include "actors/messages.hpp"
 
 namespace gridtrain::actors {
+
+namespace {
+
+// Enters each thread CAF starts in a ThreadClocks, and takes it out as it ends.
+class CountedThreads : public caf::thread_hook {
+ public:
+  explicit CountedThreads(std::shared_ptr<base::ThreadClocks> clocks) : clocks_(std::move(clocks)) {}
+  void init(caf::actor_system&) override {}
+  void thread_started() override { clocks_->enter(); }
+  void thread_terminates() override { clocks_->leave(); }
+
+ private:
+  std::shared_ptr<base::ThreadClocks> clocks_;
+};
+
+}  // namespace
 
 SystemConfig::SystemConfig(const config::Config& config) {
   load<caf::io::middleman>();
@@ -22,6 +39,7 @@ SystemConfig::SystemConfig(const config::Config& config) {
   set("middleman.enable-automatic-connections", false);  // see direct_connection.hpp
   set("scheduler.policy", caf::atom("sharing"));
   set("scheduler.max-throughput", std::size_t{max_throughput});
+  add_thread_hook<CountedThreads>(actor_threads_);
 }
 
 }  // namespace gridtrain::actors

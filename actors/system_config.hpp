@@ -7,6 +7,9 @@
 
 #include <caf/actor_system_config.hpp>
 
+#include <memory>
+
+#include "base/thread_cpu.hpp"
 #include "config/config.hpp"
 
 namespace gridtrain::actors {
@@ -23,9 +26,18 @@ class SystemConfig : public caf::actor_system_config {
   //   CAF's default, work stealing, puts an actor woken by another actor at the FRONT of the thread's queue:
   //   while rounds ran back to back, the actors that pass round messages kept both threads busy and a request
   //   from outside (a status query, the report timer) waited behind them for minutes. Sharing is fair.
+  // - a thread hook that enters every thread CAF starts (its scheduler's workers, its clock, the middleman's
+  //   multiplexer, detached actors) in actor_threads(): what the actors' work costs the process, which a training
+  //   node counts in its averaging's cost (learner/cpu_share_pacer.hpp).
   explicit SystemConfig(const config::Config& config);
 
   static constexpr std::size_t max_throughput = 64;
+
+  // The CPU time of the system's threads; shared, so that a reader may outlive the system.
+  const std::shared_ptr<base::ThreadClocks>& actor_threads() const { return actor_threads_; }
+
+ private:
+  std::shared_ptr<base::ThreadClocks> actor_threads_ = std::make_shared<base::ThreadClocks>();
 };
 
 }  // namespace gridtrain::actors

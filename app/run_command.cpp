@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -127,15 +128,15 @@ void tell_cluster_size(const actors::NodeHandle& node, learner::Learner& learner
 
 std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& training,
                                                 const actors::NodeHandle& node,
-                                                std::shared_ptr<dataplane::Service> data_plane,
+                                                std::function<std::chrono::nanoseconds()> averaging_cpu,
                                                 telemetry::PrometheusMetrics* prometheus) {
   learner::TrainerSetup setup;
   setup.learner = training.learner;
   setup.test = std::move(training.test);
   setup.every_steps = plan.config.allreduce.every_steps;
   setup.cpu_share = plan.config.allreduce.cpu_share;
-  // Averaging runs on the data plane's thread: its CPU time is what averaging costs this node.
-  if (data_plane) setup.averaging_cpu = [data_plane] { return data_plane->cpu_time(); };
+  // What averaging costs this node: the data plane's thread and the actors' (Runtime::averaging_cpu).
+  setup.averaging_cpu = std::move(averaging_cpu);
   // Read from the data plane's counters: never a request from the training thread, which a node busy with a
   // failover would answer late (NodeHandle::stats() waits up to 10 s).
   if (const auto counters = node.data_counters()) {
@@ -145,7 +146,7 @@ std::unique_ptr<learner::Trainer> start_trainer(const RunPlan& plan, Training& t
   setup.staleness_bound = plan.config.allreduce.staleness_bound;
   // allreduce.every_steps or cpu_share: one more round for each of the node's lines when the trainer allows one.
   setup.on_every_steps = [node] {
-    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node.allow_rounds(d, 1);
+    node.allow_rounds(1);
   };
   setup.on_epoch = [&training, prometheus, name = plan.name](const learner::EpochReport& report) {
     telemetry::tell("epoch", telemetry::progress_line(report), telemetry::epoch_fields(report));
@@ -299,7 +300,8 @@ int run(const RunArgs& args) {
     return fail(kInternal, "the node ended unexpectedly");
 
   std::unique_ptr<learner::Trainer> trainer;
-  if (training) trainer = start_trainer(plan.value(), *training, node, runtime.data_plane(), prometheus.value().get());
+  if (training)
+    trainer = start_trainer(plan.value(), *training, node, runtime.averaging_cpu(), prometheus.value().get());
   const int code = serve(node, trainer.get(), training ? training->learner.get() : nullptr, prometheus.value().get(),
                          std::chrono::milliseconds(plan.value().config.cluster.connection_timeout_ms));
   shutdown_limit.set_code(code);

@@ -101,7 +101,7 @@ std::vector<NodeResult> run_cluster(config::Config cfg, const std::string& mode,
       setup.rounds = [h = handles[i]] { return h.stats().total().rounds_done; };
       setup.every_steps = cfg.allreduce.every_steps;
       setup.on_every_steps = [h = handles[i]] {
-        for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) h.allow_rounds(d, 1);
+        h.allow_rounds(1);
       };
     }
     setup.on_epoch = [&print, i, mode](const learner::EpochReport& r) {

@@ -8,20 +8,10 @@
 
 #include <map>
 
+#include "base/thread_cpu.hpp"
 #include "dataplane/service_internals.hpp"
 
 namespace gridtrain::dataplane {
-
-namespace {
-
-// A thread's CPU time by its clock; 0 if the clock cannot be read.
-std::chrono::nanoseconds thread_cpu(clockid_t clock) {
-  timespec t{};
-  if (clock_gettime(clock, &t) != 0) return std::chrono::nanoseconds(0);
-  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
-}
-
-}  // namespace
 
 void Service::Impl::accept() {
   acceptor->async_accept([this](std::error_code e, tcp::socket s) {
@@ -85,7 +75,7 @@ void Service::post(std::function<void()> work) { asio::post(impl_->io, std::move
 
 std::chrono::nanoseconds Service::cpu_time() const {
   std::lock_guard<std::mutex> hold(cpu_mutex_);
-  return cpu_clock_ ? thread_cpu(*cpu_clock_) : cpu_final_;
+  return cpu_clock_ ? base::thread_cpu(*cpu_clock_) : cpu_final_;
 }
 
 Service::~Service() { stop(); }
@@ -95,7 +85,7 @@ void Service::stop() {
   {
     // While the thread surely runs (the work guard holds it): once it has ended its clock may name another thread.
     std::lock_guard<std::mutex> hold(cpu_mutex_);
-    if (cpu_clock_) cpu_final_ = thread_cpu(*cpu_clock_);
+    if (cpu_clock_) cpu_final_ = base::thread_cpu(*cpu_clock_);
     cpu_clock_.reset();
   }
   asio::post(impl_->io, [this] {

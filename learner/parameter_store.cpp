@@ -171,12 +171,15 @@ template <class Fn>
 void ParameterStore::drain_pending(const char* what, Fn&& fn) {
   require_mode(UpdateMode::deferred, what);
   if (!any_pending_.exchange(false, std::memory_order_acq_rel)) return;
+  const auto started = std::chrono::steady_clock::now();
   for (std::size_t i = tensors_.size(); i-- > 0;) {
     std::lock_guard<std::mutex> hold(locks_[i]);
     if (!has_pending_[i]) continue;
     fn(i);
     has_pending_[i] = false;
   }
+  deferred_apply_ns_.fetch_add(std::chrono::nanoseconds(std::chrono::steady_clock::now() - started).count(),
+                               std::memory_order_relaxed);
 }
 
 std::size_t ParameterStore::apply_deferred() {

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -142,6 +143,11 @@ class ParameterStore {
   // Deferred, for the owner of a host mirror: the owner's model, as it is now, into the mirror (each tensor under its
   // lock); the pending updates stay pending. REQUIRES: as apply_deferred; in.size() == size().
   void update_mirror(std::span<const float> in);
+  // Deferred: the time spent adding pending updates to the model (apply_deferred, take_deferred), in all. It is
+  // averaging's cost on the owner's thread, which a training node counts in its cpu_share (learner/round_pacing.hpp).
+  std::chrono::nanoseconds deferred_apply_time() const {
+    return std::chrono::nanoseconds(deferred_apply_ns_.load(std::memory_order_relaxed));
+  }
   // The outer optimizer's state (allreduce.outer nesterov: allreduce/outer_step.hpp): per float, the outer parameters
   // o and the outer momentum v, laid out as the arena and guarded by the same tensor locks. A tensor's state is made
   // at the first outer step that touches it, from the model as it is then (deferred: with the pending updates) and
@@ -229,6 +235,7 @@ class ParameterStore {
   LargeBuffer<float> pending_;
   std::unique_ptr<bool[]> has_pending_;
   std::atomic<bool> any_pending_{false};
+  std::atomic<std::int64_t> deferred_apply_ns_{0};  // deferred_apply_time()
   // The outer state (outer_range): allocated at the first outer step or restore, under outer_alloc_; per tensor,
   // whether its floats hold state (under the tensor's lock).
   mutable std::mutex outer_alloc_;

@@ -101,7 +101,7 @@ void Trainer::run() {
   std::chrono::nanoseconds waited{0};
   bool reported = false;
   StalenessBound bound(setup_.staleness_bound, setup_.rounds, setup_.averaging);
-  RoundPacing pacing(setup_.every_steps, setup_.cpu_share, setup_.averaging_cpu);
+  RoundPacing pacing(setup_.every_steps, setup_.cpu_share, setup_.averaging_cpu, setup_.rounds);
   const bool paced = pacing.active() && setup_.on_every_steps;
   auto step_start = clock::now();
   const auto ckpt_every = static_cast<std::uint64_t>(std::max(setup_.checkpoint_every, 0));

@@ -92,14 +92,20 @@ void HostedNode::join(const std::function<bool()>& interrupted) {
   members_at_join_ = app::members_reached(node, wait_members_);
   warm_started_ = app::warm_start(node);
   const config::AllreduceConfig& allreduce = plan_.config.allreduce;
-  const auto data_plane = runtime_->runtime().data_plane();
-  pacing_.emplace(allreduce.every_steps, allreduce.cpu_share,
-                  data_plane ? std::function<std::chrono::nanoseconds()>([data_plane] { return data_plane->cpu_time(); })
-                             : std::function<std::chrono::nanoseconds()>());
+  // What averaging costs this node: the data plane's and the actors' threads, and the pulls' apply on the
+  // training thread (apply_pending or take_pending, between the user's optimizer steps).
+  std::function<std::chrono::nanoseconds()> averaging_cpu = runtime_->runtime().averaging_cpu();
+  if (averaging_cpu)
+    averaging_cpu = [threads = std::move(averaging_cpu), store = store_] {
+      return threads() + store->deferred_apply_time();
+    };
   // The counters, not the handle: the lambdas outlive close(), and with it the node's actor system.
-  if (const auto counters = node.data_counters())
-    staleness_.emplace(allreduce.staleness_bound, [counters] { return actors::rounds_done(*counters); },
-                       [counters] { return actors::averaging(*counters); });
+  const auto counters = node.data_counters();
+  std::function<std::uint64_t()> rounds;
+  if (counters) rounds = [counters] { return actors::rounds_done(*counters); };
+  pacing_.emplace(allreduce.every_steps, allreduce.cpu_share, std::move(averaging_cpu), rounds);
+  if (counters)
+    staleness_.emplace(allreduce.staleness_bound, rounds, [counters] { return actors::averaging(*counters); });
   joined_at_ = last_step_ = Clock::now();
   epoch_marks_ = {};
   std::lock_guard<std::mutex> hold(close_mutex_);
@@ -166,7 +172,7 @@ bool HostedNode::step(std::uint64_t samples) {
     at_bound = staleness_ && staleness_->reached(steps_);
     if (at_bound && !allowed)  // the line may be waiting for this node's allowance
       if (const auto node = handle())
-        for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node->allow_rounds(d, 1);
+        node->allow_rounds(1);
   }
   // Outside the lock: a close() from another thread ends the wait, rather than waiting for it.
   if (at_bound) epoch_marks_.waited += staleness_->wait(steps_, [this] { return closing_.load() || ended_.load(); });
@@ -190,7 +196,7 @@ bool HostedNode::count_step(std::uint64_t samples) {
   const bool allow = pacing_->active() && pacing_->after_step(steps_, now - last_step_);
   last_step_ = now;
   if (allow)
-    for (std::uint32_t d = 0; d < actors::kDimsOffered; ++d) node->allow_rounds(d, 1);
+    node->allow_rounds(1);
   return allow;
 }
 

@@ -73,7 +73,7 @@ void apply_line_means(std::map<std::uint64_t, std::vector<float>>& values, const
 // runs exactly that one round, and nothing follows.
 void one_round_in(DeterministicCluster& cluster, std::uint32_t dim) {
   for (auto id : cluster.live())
-    caf::anon_send(cluster.node(id), actors::allow_rounds_atom::value, dim, std::uint64_t{1});
+    caf::anon_send(cluster.node(id), actors::allow_rounds_atom::value, dim, std::uint64_t{1});  // this dim only
   cluster.sim().run();
 }
 

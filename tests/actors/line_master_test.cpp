@@ -16,7 +16,14 @@ struct LineMasterFixture {
   explicit LineMasterFixture(std::size_t peers, bool paced_by_every_steps = false,
                              std::chrono::milliseconds settle = std::chrono::milliseconds(0)) {
     for (std::size_t i = 0; i < peers; ++i) members.push_back(sim.recorder("member " + std::to_string(i)));
-    master = sim.spawn(actors::line_master, actors::LineMasterSetup{0u, paced_by_every_steps, settle});
+    if (paced_by_every_steps) allowance = std::make_shared<actors::RoundAllowance>();
+    master = sim.spawn(actors::line_master, actors::LineMasterSetup{0u, allowance, settle});
+  }
+
+  // The node's learner allows `rounds` more: a grant, and the wake-up the node sends (it always may).
+  void allow(std::uint64_t rounds) {
+    allowance->grant(rounds);
+    caf::anon_send(master, actors::allow_rounds_atom::value);
   }
 
   actors::StartLine line(double advance, std::uint32_t k, std::uint64_t version = 1) {
@@ -68,6 +75,7 @@ struct LineMasterFixture {
 
   DeterministicSystem sim;
   std::vector<caf::actor> members;
+  std::shared_ptr<actors::RoundAllowance> allowance;  // paced: the node's grants
   caf::actor master;
 };
 
@@ -248,7 +256,7 @@ TEST_CASE("paced by every_steps, a line master holds at most k rounds in its bud
   caf::anon_send(f.master, f.line(1.0, 3));
   CHECK(f.started() == 0);
   f.done(0, 0);  // stray: no round is open
-  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{100});  // a stalled line's backlog
+  f.allow(100);  // a stalled line's backlog
   CHECK(f.started() == 1);
   CHECK(state_of<actors::LineMasterState>(f.master).every_steps_budget == 2u);  // k = 3, one of them spent
   for (std::uint64_t r = 0; r < 5; ++r) {
@@ -258,11 +266,46 @@ TEST_CASE("paced by every_steps, a line master holds at most k rounds in its bud
   CHECK(f.started() == 3);  // not 100
 }
 
+TEST_CASE("a grant asks for a wake-up only where a line master waits for one, and reaches every dimension") {
+  actors::RoundAllowance allowance;
+  std::uint64_t taken0 = 0, taken1 = 0;
+  CHECK_FALSE(allowance.grant(2));  // nobody waits: no message
+  CHECK(allowance.take(0, taken0) == 2);
+  CHECK(allowance.take(1, taken1) == 2);  // each dimension's master takes each grant
+  CHECK(allowance.take(0, taken0) == 0);
+  allowance.wait();
+  CHECK(allowance.grant(1));        // wake it
+  CHECK_FALSE(allowance.grant(1));  // once
+  CHECK(allowance.take(0, taken0) == 2);
+  CHECK_FALSE(allowance.grant(1u, 3));  // one dimension only
+  CHECK(allowance.take(0, taken0) == 0);
+  CHECK(allowance.take(1, taken1) == 5);
+
+  // A paced master whose budget runs out waits: the next grant wakes it; a dormant one (no line) never waits.
+  LineMasterFixture dormant(2, true);
+  dormant.sim.run();
+  CHECK_FALSE(dormant.allowance->grant(1));
+  LineMasterFixture f(2, true);
+  caf::anon_send(f.master, f.line(1.0, 3));
+  CHECK(f.started() == 0);
+  CHECK(f.allowance->grant(1));  // the line wanted a round and had none: the caller sends the wake-up
+  caf::anon_send(f.master, actors::allow_rounds_atom::value);
+  CHECK(f.started() == 1);
+  CHECK_FALSE(f.allowance->grant(1));  // busy with that round (not advanced): nobody waits
+  f.done(0, 0);
+  f.done(0, 1);
+  CHECK(f.started() == 2);  // the round done takes the grant that came meanwhile, without a message
+  f.done(1, 0);
+  f.done(1, 1);
+  CHECK(f.started() == 2);
+  CHECK(f.allowance->grant(1));  // then none is left: it waits again
+}
+
 TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed") {
   LineMasterFixture f(2, true);
   caf::anon_send(f.master, f.line(1.0, 3));
   CHECK(f.started() == 0);
-  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{2});
+  f.allow(2);
   CHECK(f.started() == 1);
   f.done(0, 0);
   f.done(0, 1);
@@ -337,7 +380,8 @@ TEST_CASE("a settling line paced by every_steps keeps its budget for when it set
   LineMasterFixture f(2, true, milliseconds(100));
   caf::anon_send(f.master, f.line(1.0, 3, 1));
   caf::anon_send(f.master, f.line(1.0, 3, 2));
-  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{1});
+  f.sim.run();  // both lines in: the second, a burst's, settles
+  f.allow(1);
   CHECK(f.started() == 0);
   CHECK(state_of<actors::LineMasterState>(f.master).every_steps_budget == 1u);
   f.sim.advance_time(milliseconds(100));
@@ -414,7 +458,7 @@ TEST_CASE("an idle line nudges nobody, and a dormant line master keeps no timer"
   f.sim.run();
   for (std::size_t i = 0; i < 2; ++i) CHECK(received<actors::StartLine>(f.members[i]).empty());
   // A round after the long idle: the peers have a second from now to report it.
-  caf::anon_send(f.master, actors::allow_rounds_atom::value, std::uint64_t{1});
+  f.allow(1);
   CHECK(f.started() == 1);
   f.sim.advance_time(milliseconds(900));
   f.done(0, 0);

@@ -6,7 +6,9 @@
 #include <chrono>
 
 #include "actors/node_handle.hpp"
+#include "actors/runtime.hpp"
 #include "actors/system_config.hpp"
+#include "base/thread_cpu.hpp"
 #include "cluster_harness.hpp"
 
 namespace gridtrain::testing {
@@ -22,6 +24,32 @@ TEST_CASE("the middleman heartbeat and connection timeout come from the cluster 
         caf::timespan{std::chrono::milliseconds(900)});
   CHECK_FALSE(caf::get_or(cfg, "middleman.enable-automatic-connections", true));
   CHECK(caf::get_or(cfg, "scheduler.policy", caf::atom("")) == caf::atom("sharing"));
+}
+
+TEST_CASE("the CPU time of the actors' threads counts in what averaging costs the process") {
+  const auto config = cluster_config(1, 1.0);
+  actors::Runtime runtime{config};
+  CHECK_FALSE(runtime.averaging_cpu());  // no data plane yet: no rounds to pace
+  REQUIRE(runtime.shared_data_plane(config, false).ok());
+  const auto averaging_cpu = runtime.averaging_cpu();
+  REQUIRE(averaging_cpu);
+  // An actor that keeps a CAF thread busy for 60 ms of CPU time.
+  const auto before = averaging_cpu();
+  {
+    caf::scoped_actor self{runtime.system()};
+    auto busy = runtime.system().spawn([]() -> caf::behavior {
+      return {[](int) {
+        const auto until = base::this_thread_cpu() + std::chrono::milliseconds(60);
+        volatile int spin = 0;
+        while (base::this_thread_cpu() < until) spin = spin + 1;
+        return 0;
+      }};
+    });
+    self->request(busy, caf::infinite, 1).receive([](int) {}, [](caf::error&) {});
+    self->send_exit(busy, caf::exit_reason::user_shutdown);
+  }
+  CHECK(averaging_cpu() - before >= std::chrono::milliseconds(60));
+  actors::Runtime::release_calling_thread();
 }
 
 TEST_CASE("line peers that learned of each other through the GridMaster talk over their own connection") {

@@ -100,7 +100,7 @@ Run train_four(double alpha, int epochs, int every_steps = 0) {
     setup.every_steps = every_steps;
     if (cluster && every_steps > 0)
       setup.on_every_steps = [h = nodes[i]] {
-        for (std::uint32_t d = 0; d < 2; ++d) h.allow_rounds(d, 1);
+        h.allow_rounds(1);
       };
     setup.on_epoch = [&run, &m, &nodes, i, every_steps](const learner::EpochReport& r) {
       {

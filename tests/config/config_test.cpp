@@ -63,7 +63,7 @@ TEST_CASE("defaults are the schema's documented values") {
   CHECK(c.allreduce.max_chunk_floats == 262144);
   CHECK(c.allreduce.elastic_rate == 0.3);
   CHECK(c.allreduce.every_steps == 0);
-  CHECK(c.allreduce.cpu_share == 0.025);
+  CHECK(c.allreduce.cpu_share == 0.05);
   CHECK(c.allreduce.line_settle_ms == 200);
   CHECK(c.learner.kind == LearnerKind::model);
   CHECK(c.learner.probe_floats == 1024);

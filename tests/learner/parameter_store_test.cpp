@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "tests/base/run_in_child.hpp"
@@ -149,6 +150,7 @@ TEST_CASE("deferred: updates collect apart, readers see them, and the owner's ap
   auto model = store.owner_arena();
   for (std::size_t i = 0; i < model.size(); ++i) model[i] = static_cast<float>(i);
   CHECK(store.apply_deferred() == 0);  // nothing pending yet
+  CHECK(store.deferred_apply_time() == std::chrono::nanoseconds(0));  // and no time counted for it
   // A round's pull for [10, 20): the tensors' parts, in reverse order, into the pending buffer, not the model.
   std::vector<std::pair<std::size_t, std::size_t>> parts;
   store.defer_range(10, 20, [&](std::size_t offset, std::span<float> pending) {
@@ -169,12 +171,15 @@ TEST_CASE("deferred: updates collect apart, readers see them, and the owner's ap
   // The owner moved element 11 meanwhile: its move is kept, and the pull is added on top.
   model[11] = 100.0f;
   CHECK(store.apply_deferred() == 12 + 4 + 8);  // the three tensors that had some pending
+  const auto applying = store.deferred_apply_time();
+  CHECK(applying > std::chrono::nanoseconds(0));  // averaging's cost on the owner's thread, for the pacer
   CHECK(model[9] == 9.0f);
   CHECK(model[10] == 10.5f);
   CHECK(model[11] == 100.5f);
   CHECK(model[19] == 19.5f);
   CHECK(model[20] == 20.0f);
   CHECK(store.apply_deferred() == 0);  // applied once
+  CHECK(store.deferred_apply_time() == applying);
   store.fetch(seen);
   CHECK(seen[10] == 10.5f);
 }

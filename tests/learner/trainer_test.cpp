@@ -115,7 +115,7 @@ TEST_CASE("a trainer whose learner fails stops there, done, with the learner's e
 }
 
 // The pacing by CPU share (allreduce.cpu_share), through a whole run: the averaging's CPU time is a counter here that
-// each allowed round raises by `round_cost`.
+// each allowed round raises by `round_cost`, and the round completes at once.
 TEST_CASE("a trainer paced by CPU share allows rounds while averaging stays within its share, and never past it") {
   auto allowed_in_run = [](double share, int every_steps, std::chrono::nanoseconds round_cost) {
     auto config = mlp_config();
@@ -127,7 +127,8 @@ TEST_CASE("a trainer paced by CPU share allows rounds while averaging stays with
     setup.cpu_share = share;
     auto averaging = std::make_shared<std::chrono::nanoseconds>(0);
     setup.averaging_cpu = [averaging] { return *averaging; };
-    auto allowed = std::make_shared<int>(0);
+    auto allowed = std::make_shared<std::uint64_t>(0);
+    setup.rounds = [allowed] { return *allowed; };  // each round allowed completes at once
     setup.on_every_steps = [averaging, allowed, round_cost] {
       ++*allowed;
       *averaging += round_cost;

@@ -1,0 +1,58 @@
+#pragma once
+// RoundAllowance: the rounds a training node's learner lets its LineMasters start (allreduce.every_steps, or
+// cpu_share: learner/round_pacing.hpp), shared by the training thread, which grants them, and the node's
+// LineMasters, which take them.
+//
+// A grant was a message to every LineMaster, a dozen per grant: a node whose lines another node masters sent them
+// a hundred times a second for nothing, and each woke an actor thread that preempted training (BENCHMARKS.md, "The
+// PyTorch averager's cost to the loop"). Now a grant is an atomic add, and a message wakes the LineMasters only
+// when one of them waits for a grant: a master that could start a round and has no budget left says so (wait())
+// before it stops. Every LineMaster takes every grant (one more round for each of the node's lines), with a cursor
+// of its own.
+//
+//   training thread:  if (allowance.grant(1)) send the node allow_rounds_atom (it wakes its LineMasters)
+//   LineMaster:       budget += allowance.take(dim, taken); if none: wait(), then take() once more
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "grid/cube.hpp"
+
+namespace gridtrain::actors {
+
+class RoundAllowance {
+ public:
+  // `rounds` more for each of the node's lines (every dimension). True when a LineMaster waits for a grant: the
+  // caller wakes them.
+  bool grant(std::uint64_t rounds) {
+    for (auto& granted : granted_) granted.fetch_add(rounds);
+    return waiting_.exchange(false);
+  }
+  // `rounds` more for the node's line in `dim` only (tests that run one dimension at a time). REQUIRES: dim < kDims.
+  bool grant(std::uint32_t dim, std::uint64_t rounds) {
+    granted_[dim].fetch_add(rounds);
+    return waiting_.exchange(false);
+  }
+
+  // The rounds granted to `dim` since `taken`, the caller's cursor, which it moves past them.
+  std::uint64_t take(std::uint32_t dim, std::uint64_t& taken) const {
+    const std::uint64_t granted = granted_[dim].load();
+    const std::uint64_t fresh = granted - taken;
+    taken = granted;
+    return fresh;
+  }
+
+  // A LineMaster that has no round to start: the next grant asks for a wake-up. It must take() once more after
+  // this, since a grant may have come just before (sequentially consistent: either that take() sees the grant, or
+  // the grant sees the wait).
+  void wait() { waiting_.store(true); }
+
+  static constexpr std::size_t kDims = grid::kMaxDims;
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kDims> granted_{};
+  std::atomic<bool> waiting_{false};
+};
+
+}  // namespace gridtrain::actors
