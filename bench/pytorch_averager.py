@@ -66,9 +66,12 @@ def mlp(device):
 def step_cost(device, seconds):
     """step() times, in µs: the median of the steps that applied nothing and of those that applied a pull."""
     idle, pulled = [], []
-    with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0) as a:
+    # Both nodes step on this one thread: a staleness bound would make one wait for rounds that need the other's
+    # allowances, so none.
+    unbounded = {"allreduce.staleness_bound": 0}
+    with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed="", wait_members=0, overrides=unbounded) as a:
         a_avg = gridtrain.torch.ElasticAverager(a, mlp(device))
-        with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0) as b:
+        with gridtrain.Node(CONFIG, listen="127.0.0.1:0", seed=a.address, wait_members=0, overrides=unbounded) as b:
             b_avg = gridtrain.torch.ElasticAverager(b, mlp(device))
             end = time.monotonic() + seconds
             while time.monotonic() < end:
@@ -119,9 +122,11 @@ def main():
               f"{min(acc_off):.4f}-{max(acc_off):.4f}), with the averager {rate_on:8.0f} (accuracy "
               f"{min(acc_on):.4f}-{max(acc_on):.4f}, tau {min(taus):.1f}-{max(taus):.1f}): {rate_on / rate_off:.3f}x")
     ratios = sorted(x / y for x, y in zip(on, off))
-    print(f"throughput: median {statistics.median(on):.0f} samples/s per node with the averager, "
-          f"{statistics.median(off):.0f} without: {statistics.median(on) / statistics.median(off):.3f}x; "
-          f"repetition by repetition {', '.join(f'{r:.3f}' for r in ratios)} (median {statistics.median(ratios):.3f})")
+    if ratios:  # --repeats 0: step() alone
+        print(f"throughput: median {statistics.median(on):.0f} samples/s per node with the averager, "
+              f"{statistics.median(off):.0f} without: {statistics.median(on) / statistics.median(off):.3f}x; "
+              f"repetition by repetition {', '.join(f'{r:.3f}' for r in ratios)} "
+              f"(median {statistics.median(ratios):.3f})")
     idle, pulled, n_pulled, n, rounds, mirror = step_cost(device, a.step_seconds)
     print(f"step(): median {idle:.1f} us with nothing pending, {pulled:.1f} us applying a pull "
           f"({n_pulled} of {n} steps; {rounds} rounds; MLP, 235,146 floats)")
