@@ -37,14 +37,17 @@ TEST_CASE("the CPU time of the actors' threads counts in what averaging costs th
   const auto before = averaging_cpu();
   {
     caf::scoped_actor self{runtime.system()};
-    auto busy = runtime.system().spawn([]() -> caf::behavior {
-      return {[](int) {
-        const auto until = base::this_thread_cpu() + std::chrono::milliseconds(60);
-        volatile int spin = 0;
-        while (base::this_thread_cpu() < until) spin = spin + 1;
-        return 0;
-      }};
-    });
+    // (An argument: CAF 0.17 spawns a function of none through a null pointer, which UBSan reports.)
+    auto busy = runtime.system().spawn(
+        [](std::chrono::milliseconds cpu) -> caf::behavior {
+          return {[cpu](int) {
+            const auto until = base::this_thread_cpu() + cpu;
+            volatile int spin = 0;
+            while (base::this_thread_cpu() < until) spin = spin + 1;
+            return 0;
+          }};
+        },
+        std::chrono::milliseconds(60));
     self->request(busy, caf::infinite, 1).receive([](int) {}, [](caf::error&) {});
     self->send_exit(busy, caf::exit_reason::user_shutdown);
   }
