@@ -49,20 +49,20 @@ void close_round(LineMasterState& s, std::map<std::uint64_t, LineMasterState::Op
 void take_grants(LineMasterState& s) {
   const std::uint64_t fresh = s.allowance->take(s.dim, s.allowance_taken);
   const std::uint64_t cap = s.line ? s.line->settings.rounds_in_flight : allreduce::kRoundsInFlightRange.max;
-  *s.every_steps_budget = std::min(*s.every_steps_budget + fresh, cap);
+  s.every_steps_budget = std::min(s.every_steps_budget + fresh, cap);
 }
 
 void start_next_round(Self self) {
   auto& s = self->state;
   if (!s.line || peers(s) < 2 || !s.advance || s.settling) return;
-  if (s.every_steps_budget) {
+  if (s.allowance) {
     take_grants(s);
-    if (*s.every_steps_budget == 0) {
+    if (s.every_steps_budget == 0) {
       s.allowance->wait();  // the next grant wakes us (allow_rounds_atom)
       take_grants(s);       // unless one came just now
-      if (*s.every_steps_budget == 0) return;
+      if (s.every_steps_budget == 0) return;
     }
-    --*s.every_steps_budget;
+    --s.every_steps_budget;
   }
   const StartLine& line = *s.line;
   const auto now = self->clock().now();
@@ -210,10 +210,7 @@ void count_report(Self self, const RoundDone& done) {
 caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMasterSetup setup) {
   self->state.dim = setup.dim;
   self->state.settle = setup.settle;
-  if (setup.allowance) {
-    self->state.every_steps_budget = 0;
-    self->state.allowance = std::move(setup.allowance);
-  }
+  self->state.allowance = std::move(setup.allowance);
   drop_unexpected(self);
   return {
       [self](StartLine& line) { take_line(self, line); },
@@ -266,7 +263,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
       },
       [self](stats_atom) { return self->state.rounds_started; },
       [self](allow_rounds_atom) {
-        if (!self->state.every_steps_budget) return;  // not paced: there is no limit to raise
+        if (!self->state.allowance) return;  // not paced: there is no limit to raise
         take_grants(self->state);
         start_next_round(self);
       },

@@ -85,9 +85,9 @@ struct LineMasterState {
   // start. The node's learner grants one more when it allows a round (every every_steps steps, or while averaging is
   // within its CPU share: the node's RoundAllowance, taken here before each round), so a line runs no faster than
   // its master's learner allows; it never holds more than k, so a line that could not run (a stalled peer, no line
-  // yet) does not fire a burst of rounds afterwards. nullopt when not paced: rounds back to back.
-  std::optional<std::uint64_t> every_steps_budget;
-  std::shared_ptr<RoundAllowance> allowance;  // paced: the node's grants
+  // yet) does not fire a burst of rounds afterwards. Not paced (no allowance): rounds back to back.
+  std::uint64_t every_steps_budget = 0;
+  std::shared_ptr<RoundAllowance> allowance;  // paced: the node's grants; null: not paced
   std::uint64_t allowance_taken = 0;          // the grants taken so far (RoundAllowance::take)
   caf::timespan settle{0};  // allreduce.line_settle_ms; 0: never hold a round
   std::optional<caf::actor_clock::time_point> last_start_line;  // when the latest StartLine came
@@ -109,7 +109,7 @@ struct LineMasterState {
 
 struct LineMasterSetup {
   std::uint32_t dim = 0;
-  // Paced by the learner: the node's grants, and an every_steps budget of 0 to start with (see
+  // Paced by the learner: the node's grants, into an every_steps budget of 0 to start with (see
   // LineMasterState::every_steps_budget). Null: not paced.
   std::shared_ptr<RoundAllowance> allowance;
   caf::timespan settle{0};  // see "Settling" above

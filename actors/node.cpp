@@ -446,8 +446,6 @@ caf::behavior node(caf::stateful_actor<NodeState>* self, NodeSetup setup) {
   } else {
     s.data = add_own_endpoint(self);
   }
-  if (s.setup.paced_by_every_steps && !s.setup.allowance) s.setup.allowance = std::make_shared<RoundAllowance>();
-  if (!s.setup.paced_by_every_steps) s.setup.allowance.reset();
   for (std::uint32_t d = 0; d < kDimsOffered; ++d) {
     s.dimension_nodes.push_back(
         self->spawn<caf::linked>(dimension_node,

@@ -68,8 +68,9 @@ struct NodeSetup {
   std::chrono::milliseconds join_timeout{10000};
   std::chrono::milliseconds rejoin_interval{1000};  // between two rejoin walks; also how long a connect may take
   std::chrono::milliseconds walk_answer_wait{250};   // how long a walk waits for the answer to a Join
-  bool paced_by_every_steps = false;  // see LineMasterState::every_steps_budget
-  std::shared_ptr<RoundAllowance> allowance;  // paced: the learner's grants (made by the node where null)
+  // Paced by the learner (see LineMasterState::every_steps_budget): its grants, shared with the NodeHandle. Null:
+  // not paced, rounds back to back.
+  std::shared_ptr<RoundAllowance> allowance;
   // The GridMaster this node may host runs on a thread of its own (a detached actor), so that it answers joins and
   // reports at once however busy the scheduler is with rounds: on the shared scheduler, with thousands of
   // in-process nodes running rounds, it got 64 messages per pass through every busy actor, its answers to reports

@@ -152,7 +152,6 @@ Result<NodeHandle> start_node(caf::actor_system& system, NodeOptions options) {
                   .report_interval = options.report_interval,
                   .join_timeout = options.join_timeout,
                   .rejoin_interval = options.rejoin_interval,
-                  .paced_by_every_steps = options.paced_by_every_steps,
                   .allowance = allowance,
                   .grid_master_thread = options.grid_master_thread,
                   .outcome = std::move(outcome),

@@ -26,7 +26,7 @@ class RoundAllowance {
   // `rounds` more for each of the node's lines (every dimension). True when a LineMaster waits for a grant: the
   // caller wakes them.
   bool grant(std::uint64_t rounds) {
-    for (auto& granted : granted_) granted.fetch_add(rounds);
+    granted_all_.fetch_add(rounds);
     return waiting_.exchange(false);
   }
   // `rounds` more for the node's line in `dim` only (tests that run one dimension at a time). REQUIRES: dim < kDims.
@@ -35,9 +35,10 @@ class RoundAllowance {
     return waiting_.exchange(false);
   }
 
-  // The rounds granted to `dim` since `taken`, the caller's cursor, which it moves past them.
+  // The rounds granted to `dim` since `taken`, the caller's cursor, which it moves past them. (Both counts only
+  // grow, so their sum read one after the other is a count the cursor may pass.)
   std::uint64_t take(std::uint32_t dim, std::uint64_t& taken) const {
-    const std::uint64_t granted = granted_[dim].load();
+    const std::uint64_t granted = granted_all_.load() + granted_[dim].load();
     const std::uint64_t fresh = granted - taken;
     taken = granted;
     return fresh;
@@ -51,7 +52,8 @@ class RoundAllowance {
   static constexpr std::size_t kDims = grid::kMaxDims;
 
  private:
-  std::array<std::atomic<std::uint64_t>, kDims> granted_{};
+  std::atomic<std::uint64_t> granted_all_{0};             // grants to every line
+  std::array<std::atomic<std::uint64_t>, kDims> granted_{};  // grants to one line
   std::atomic<bool> waiting_{false};
 };
 

@@ -44,9 +44,8 @@ class RoundPacing {
     if (!pacer_) return false;
     const std::uint64_t rounds = rounds_ ? rounds_() : 0;
     since_read_ += step;
-    if (!read_ || rounds != rounds_at_read_ || since_read_ >= kClockReadEvery) {
+    if (rounds != rounds_at_read_ || since_read_ >= kClockReadEvery) {
       averaging_total_ = averaging_cpu_();
-      read_ = true;
       rounds_at_read_ = rounds;
       since_read_ = std::chrono::nanoseconds(0);
     }
@@ -64,10 +63,9 @@ class RoundPacing {
   std::function<std::chrono::nanoseconds()> averaging_cpu_;
   std::function<std::uint64_t()> rounds_;
   std::optional<CpuSharePacer> pacer_;
-  bool read_ = false;
   std::chrono::nanoseconds averaging_total_{0};  // at the last read
   std::uint64_t rounds_at_read_ = 0;
-  std::chrono::nanoseconds since_read_{0};
+  std::chrono::nanoseconds since_read_{kClockReadEvery};  // the first step reads
 };
 
 }  // namespace gridtrain::learner

@@ -26,7 +26,7 @@ actors::NodeSetup DeterministicCluster::setup(std::uint64_t id, std::shared_ptr<
   s.node_id = id;
   s.credentials.token = std::move(token).value();
   s.store = std::move(store);
-  s.paced_by_every_steps = paced_by_every_steps;
+  if (paced_by_every_steps) s.allowance = std::make_shared<actors::RoundAllowance>();
   s.data_plane = sim_.data_plane();
   s.grid_master_thread = false;  // the test scheduler runs every actor
   if (const auto running = live(); !running.empty()) s.seed_node = node(running.front());

@@ -2,7 +2,7 @@
 // An in-process cluster run deterministically: real actors::node actors (their DimensionNodes, LineMasters,
 // data plane endpoints, and the GridMaster of the node that bootstraps) on a DeterministicSystem and its data plane. A node joins as in-process
 // nodes do, through the first live node's actor (NodeSetup::seed_node), when it gets begin_atom; then the test runs
-// the cluster message by message. Paced nodes (NodeSetup::paced_by_every_steps) run exactly the rounds allowed
+// the cluster message by message. Paced nodes (NodeSetup::allowance) run exactly the rounds allowed
 // them, and the cluster falls idle: run() returns. Rounds running freely never end, so such a test runs a bounded
 // number of messages, or until a condition holds (run_until). No node reports (tick) or times out its join: the
 // clock stands still unless the test moves it; so no line waits to settle (allreduce.line_settle_ms is 0 here).
