@@ -49,10 +49,12 @@ bool current(const DimensionNodeState& s, const allreduce::RoundKey& key) {
 // In timeout quorum mode, the round's deadline: the data plane is told when it has passed (after the quorum
 // timeout, or `after`, which the data plane asked for because the round's frames were still landing).
 void arm_deadline(Self self, const allreduce::RoundKey& key, std::optional<std::uint32_t> after = std::nullopt) {
-  const allreduce::RoundConfig& round = self->state.line->settings.round;
-  if (round.quorum == allreduce::QuorumMode::timeout)
-    self->delayed_send(self, std::chrono::milliseconds(after.value_or(round.quorum_timeout_ms)), deadline_atom::value,
-                       key);
+  auto& s = self->state;
+  const allreduce::RoundConfig& round = s.line->settings.round;
+  if (round.quorum != allreduce::QuorumMode::timeout) return;
+  const auto now = self->clock().now();
+  if (auto at = s.deadlines.add(key, now + std::chrono::milliseconds(after.value_or(round.quorum_timeout_ms))))
+    set_deadline_timer(self, *at, now);
 }
 
 dataplane::LineSpec line_spec(const DimensionNodeState& s, const StartLine& line) {
@@ -130,6 +132,7 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
           ++s.own.stale_dropped;
           return;
         }
+        if (order > 0) s.deadlines.clear();  // the old line's rounds are dropped; a nudge keeps ours
         s.line = line;
         s.line_lost = false;
         std::vector<std::string> data_addresses;
@@ -148,16 +151,22 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         s.setup.data->start_round(m.key);
         arm_deadline(self, m.key);
       },
-      [self](deadline_atom, const allreduce::RoundKey& key) {
-        if (current(self->state, key)) self->state.setup.data->deadline(key);
+      [self](deadline_atom, std::int64_t at) {
+        auto& s = self->state;
+        const auto now = self->clock().now();
+        auto due = s.deadlines.fired(caf::actor_clock::time_point{caf::actor_clock::duration_type{at}}, now);
+        for (const allreduce::RoundKey& key : due.keys)
+          if (current(s, key)) s.setup.data->deadline(key);
+        if (due.arm) set_deadline_timer(self, *due.arm, now);
       },
       [self](round_event_atom, std::uint8_t kind, const allreduce::RoundKey& key, std::uint32_t self_index,
              std::uint32_t chunks_missing, std::uint32_t wait_ms) {
         auto& s = self->state;
         if (!current(s, key)) return;
-        if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::done))
+        if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::done)) {
+          s.deadlines.remove(key);
           self->send(s.line->line_master, RoundDone{key, self_index, chunks_missing});
-        else if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::waiting))
+        } else if (kind == static_cast<std::uint8_t>(dataplane::RoundEvent::Kind::waiting))
           arm_deadline(self, key, wait_ms);
         else
           arm_deadline(self, key);
@@ -165,6 +174,7 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
       [self](lost_atom) {
         auto& s = self->state;
         s.line_lost = true;
+        s.deadlines.clear();
         s.setup.data->drop_line(s.setup.dim);
       },
       [self](lost_atom, std::uint64_t epoch, std::uint64_t layout_version) {
@@ -172,6 +182,7 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
         auto& s = self->state;
         if (!s.line || std::tie(s.line->epoch, s.line->layout_version) >= std::tie(epoch, layout_version)) return;
         s.line_lost = true;
+        s.deadlines.clear();
         s.setup.data->drop_line(s.setup.dim, std::pair{epoch, layout_version});
       },
       [self](stats_atom) { return stats_of(self->state); },

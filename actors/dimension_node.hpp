@@ -4,9 +4,10 @@
 //
 // It keeps: the node's current line in this dimension (from the line's LineMaster).
 // It reacts to: StartLine (checked: a line must contain us and agree with our ParameterStore; then handed to the
-// data plane), StartRound (handed on; in timeout quorum mode it also arms the round's deadline, since the actors
-// keep every clock), the data plane's round events (a round done: RoundDone to the LineMaster; a round a peer's
-// frame started: its deadline), lost_atom (the node lost the cluster: no line).
+// data plane), StartRound (handed on; in timeout quorum mode it also keeps the round's deadline, since the actors
+// keep every clock: with as few timers as will do, actors/round_deadlines.hpp), the data plane's round events (a
+// round done: RoundDone to the LineMaster; a round a peer's frame started, or one whose frames were still landing
+// at its deadline: a deadline), lost_atom (the node lost the cluster: no line).
 // It tells: the LineMaster (RoundDone), the data plane. Its node asks for its DimensionStats (stats_atom).
 
 #include <caf/all.hpp>
@@ -19,6 +20,7 @@
 
 #include "actors/credentials.hpp"
 #include "actors/messages.hpp"
+#include "actors/round_deadlines.hpp"
 #include "dataplane/service.hpp"
 #include "learner/parameter_store.hpp"
 
@@ -40,6 +42,8 @@ struct DimensionNodeState {
   // The node lost the cluster: `line` is no longer ours (its version still tells stale messages apart), until
   // a StartLine of a newer version comes.
   bool line_lost = false;
+  // Timeout quorum mode: the deadlines of the line's rounds not yet done here.
+  RoundDeadlines<allreduce::RoundKey, caf::actor_clock::time_point> deadlines;
   RoundStats own;  // StartLines and StartRounds dropped here
   std::uint64_t bad_messages = 0;
 };

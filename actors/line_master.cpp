@@ -42,7 +42,14 @@ void close_round(LineMasterState& s, std::map<std::uint64_t, LineMasterState::Op
   if (timeout_mode(s))
     s.patience.round_timed(it->second.reported_us,
                            std::chrono::duration_cast<std::chrono::microseconds>(now - it->second.started).count());
+  s.deadlines.remove(it->first);
   s.open.erase(it);
+}
+
+// The rounds' deadlines and the line are gone (a new line, StopLine, the node lost the cluster).
+void drop_rounds(LineMasterState& s) {
+  s.open.clear();
+  s.deadlines.clear();
 }
 
 // Paced: the rounds the node's learner granted since we last looked, into the budget (at most k in it).
@@ -58,8 +65,8 @@ void start_next_round(Self self) {
   if (s.allowance) {
     take_grants(s);
     if (s.every_steps_budget == 0) {
-      s.allowance->wait();  // the next grant wakes us (allow_rounds_atom)
-      take_grants(s);       // unless one came just now
+      s.allowance->wait(s.dim);  // the next grant wakes us (allow_rounds_atom)
+      take_grants(s);            // unless one came just now
       if (s.every_steps_budget == 0) return;
     }
     --s.every_steps_budget;
@@ -85,8 +92,8 @@ void start_next_round(Self self) {
   auto message = caf::make_message(StartRound{key});
   for (const auto& peer : line.peers) self->send(peer.dimension_node, message);
   if (timeout_mode(s))
-    self->delayed_send(self, std::chrono::milliseconds(line.settings.round.quorum_timeout_ms), deadline_atom::value,
-                       line.layout_version, key.round);
+    if (auto at = s.deadlines.add(key.round, now + std::chrono::milliseconds(line.settings.round.quorum_timeout_ms)))
+      set_deadline_timer(self, *at, now);
 }
 
 // After round `round` gained a report or its deadline: the next round may start; a round every peer has
@@ -166,7 +173,7 @@ void take_line(Self self, StartLine& line) {
   s.line = std::move(line);
   s.advance_quorum = allreduce::quorum(s.line->settings.round.advance_threshold, peers(s));
   s.next_round = 0;  // rounds are numbered per layout version: the key tells them apart
-  s.open.clear();
+  drop_rounds(s);
   s.advance = true;
   s.heard.assign(peers(s), self->clock().now());
   s.patience = allreduce::PeerPatience(peers(s));
@@ -236,30 +243,34 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
             std::tie(stop.epoch, stop.layout_version) <= std::tie(s.line->epoch, s.line->layout_version))
           return;
         s.line.reset();
-        s.open.clear();
+        drop_rounds(s);
       },
       [self](const RoundDone& done) { count_report(self, done); },
-      [self](deadline_atom, std::uint64_t layout_version, std::uint64_t round) {
+      [self](deadline_atom, std::int64_t at) {
         auto& s = self->state;
-        if (!s.line || s.line->layout_version != layout_version) return;
-        auto it = s.open.find(round);
-        if (it == s.open.end()) return;
-        it->second.deadline_passed = true;
-        // Who had not reported it by its deadline: a peer that misses the last rounds goes silent.
-        s.patience.round_done(it->second.reported);
-        progress(self, it);
+        const auto now = self->clock().now();
+        auto due = s.deadlines.fired(caf::actor_clock::time_point{caf::actor_clock::duration_type{at}}, now);
+        if (due.arm) set_deadline_timer(self, *due.arm, now);
+        for (const std::uint64_t round : due.keys) {
+          auto it = s.open.find(round);
+          if (!s.line || it == s.open.end()) continue;
+          it->second.deadline_passed = true;
+          // Who had not reported it by its deadline: a peer that misses the last rounds goes silent.
+          s.patience.round_done(it->second.reported);
+          progress(self, it);
+        }
       },
       [self](lost_atom) {
         // The node lost the cluster: whatever line it mastered is another master's now, or will be.
         self->state.line.reset();
-        self->state.open.clear();
+        drop_rounds(self->state);
       },
       [self](lost_atom, std::uint64_t epoch, std::uint64_t layout_version) {
         // The node was welcomed at this version: a line it masters of an older one is not the cluster's.
         auto& s = self->state;
         if (!s.line || std::tie(s.line->epoch, s.line->layout_version) >= std::tie(epoch, layout_version)) return;
         s.line.reset();
-        s.open.clear();
+        drop_rounds(s);
       },
       [self](stats_atom) { return self->state.rounds_started; },
       [self](allow_rounds_atom) {

@@ -6,7 +6,8 @@
 // yet reported done by every peer, at most k of them (rounds_in_flight).
 // It reacts to: StartLine (forwards it to every member, then starts round 0), StopLine and lost_atom (the node
 // lost the cluster; either way it goes dormant), RoundDone,
-// and, in timeout quorum mode, the deadline of the latest round.
+// and, in timeout quorum mode, the deadlines of its open rounds (kept with as few timers as will do:
+// actors/round_deadlines.hpp).
 // It starts round r+1 once round r has its advance quorum: ceil(θa·p) peers reported it (timeout mode: all of
 // them but those gone silent or late (allreduce/peer_patience.hpp), or ceil(θa·p) once allreduce.quorum_timeout_ms
 // has passed since r started). A late peer's report is not waited for at all here, not even for a probe: the line
@@ -50,6 +51,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/round_allowance.hpp"
+#include "actors/round_deadlines.hpp"
 #include "allreduce/peer_patience.hpp"
 
 namespace gridtrain::actors {
@@ -76,6 +78,7 @@ struct LineMasterState {
   std::uint32_t advance_quorum = 1;  // ceil(θa·p)
   std::uint64_t next_round = 0;
   std::map<std::uint64_t, OpenRound> open;  // round -> who reported it; at most k
+  RoundDeadlines<std::uint64_t, caf::actor_clock::time_point> deadlines;  // timeout mode: of the open rounds
   // Timeout mode: the peers that reported none of the last rounds by their deadlines, or reported most of the last
   // rounds well after the others, not waited for until they report again, or in time again (has_advance_quorum; the
   // line runner skips their parts likewise, a late peer's after a probe).

@@ -472,15 +472,21 @@ using members_atom = caf::atom_constant<caf::atom("members")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using left_atom = caf::atom_constant<caf::atom("left")>;          // GridMaster's answer to Leave
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // Node: time to report
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // DimensionNode: a round's quorum timeout passed
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;  // to self: a timer for deadlines due at its time
+// Sets that timer: (deadline_atom, at) to `self` when `at` comes (actors/round_deadlines.hpp says when one is needed).
+template <class Self>
+void set_deadline_timer(Self self, caf::actor_clock::time_point at, caf::actor_clock::time_point now) {
+  self->delayed_send(self, at - now, deadline_atom::value, static_cast<std::int64_t>(at.time_since_epoch().count()));
+}
 // The data plane -> its node's DimensionNode, in process: (round_event_atom, kind, key, self index, chunks missing),
 // kind 0 a round done, 1 a round started by a peer's frame (dataplane::RoundEvent).
 using round_event_atom = caf::atom_constant<caf::atom("roundevt")>;
 using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
 using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // Node: leave cleanly and end
-// Paced by the learner (actors/round_allowance.hpp): Node: (allow_rounds_atom, dim, n): grant n more rounds to the
-// line in `dim` (n = 0: none), and wake the LineMasters; LineMaster: (allow_rounds_atom): take what was granted.
+// Paced by the learner (actors/round_allowance.hpp): Node: (allow_rounds_atom, uint8 waiting): wake the LineMasters
+// of those dimensions (a bit each), which wait for a grant; (allow_rounds_atom, dim, n): grant n more rounds to the
+// line in `dim` (tests), waking its LineMaster if it waits; LineMaster: (allow_rounds_atom): take what was granted.
 using allow_rounds_atom = caf::atom_constant<caf::atom("allowrnds")>;
 // LineMaster, to itself: (settle_atom, generation): the line stayed unchanged for allreduce.line_settle_ms.
 using settle_atom = caf::atom_constant<caf::atom("settle")>;

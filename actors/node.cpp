@@ -54,6 +54,13 @@ void enter(Self self, NodePhase phase);
 
 // -- what every phase does alike ----------------------------------------------------------------------------------
 
+// Paced by the learner: the LineMasters that wait for a grant (RoundAllowance, a bit per dimension) take it now.
+void wake_line_masters(Self self, std::uint8_t waiting) {
+  const auto& masters = self->state.line_masters;
+  for (std::size_t d = 0; d < masters.size(); ++d)
+    if (waiting & (1u << d)) self->send(masters[d], allow_rounds_atom::value);
+}
+
 // Keeps `grid` unless it is older than the GridState held; says how it compares with that.
 std::strong_ordering keep_grid_state(Self self, const GridState& grid) {
   auto& s = self->state;
@@ -129,11 +136,10 @@ caf::message_handler common_handlers(Self self) {
         return promise;
       },
       [self](warm_params_atom, std::uint64_t offset, std::uint64_t count) { return warm_params(self, offset, count); },
+      [self](allow_rounds_atom, std::uint8_t waiting) { wake_line_masters(self, waiting); },
       [self](allow_rounds_atom, std::uint32_t dim, std::uint64_t rounds) {
         const auto& allowance = self->state.setup.allowance;
-        if (!allowance) return;  // not paced
-        if (rounds > 0 && dim < kDimsOffered) allowance->grant(dim, rounds);
-        for (const auto& master : self->state.line_masters) self->send(master, allow_rounds_atom::value);
+        if (allowance && dim < kDimsOffered) wake_line_masters(self, allowance->grant(dim, rounds));
       },
   };
 }

@@ -22,8 +22,8 @@
 // JoinChallenge (the GridMaster's nonce for a Join it sent: it answers with the token proof over it), Welcome or
 // Reject, Removed, Join from a node that uses it as its seed (passed on to the GridMaster), stats_atom (its
 // DimensionNodes' counters, asked for then), grid_view_atom (answered by the GridMaster), warm_params_atom (its
-// model, for a joining node's warm start), allow_rounds_atom (paced by the learner: grants rounds and wakes its
-// LineMasters; actors/round_allowance.hpp), stop_atom (Leave, then end).
+// model, for a joining node's warm start), allow_rounds_atom (paced by the learner: wakes the LineMasters that wait
+// for a grant; actors/round_allowance.hpp), stop_atom (Leave, then end).
 // It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
 // GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
 // closed.

@@ -72,8 +72,8 @@ NodeStats NodeHandle::stats() const {
 }
 
 void NodeHandle::allow_rounds(std::uint64_t rounds) const {
-  if (allowance_ && allowance_->grant(rounds))
-    caf::anon_send(node_, allow_rounds_atom::value, std::uint32_t{0}, std::uint64_t{0});  // 0 rounds: only wake
+  if (!allowance_) return;
+  if (const std::uint8_t waiting = allowance_->grant(rounds)) caf::anon_send(node_, allow_rounds_atom::value, waiting);
 }
 
 Result<std::vector<std::uint64_t>> NodeHandle::members(std::chrono::milliseconds timeout) const {

@@ -39,6 +39,7 @@ SystemConfig::SystemConfig(const config::Config& config) {
   set("middleman.enable-automatic-connections", false);  // see direct_connection.hpp
   set("scheduler.policy", caf::atom("sharing"));
   set("scheduler.max-throughput", std::size_t{max_throughput});
+  set("scheduler.max-threads", std::size_t{worker_threads});
   add_thread_hook<CountedThreads>(actor_threads_);
 }
 

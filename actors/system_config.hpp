@@ -26,12 +26,18 @@ class SystemConfig : public caf::actor_system_config {
   //   CAF's default, work stealing, puts an actor woken by another actor at the FRONT of the thread's queue:
   //   while rounds ran back to back, the actors that pass round messages kept both threads busy and a request
   //   from outside (a status query, the report timer) waited behind them for minutes. Sharing is fair.
+  // - scheduler.max-threads = worker_threads, not CAF's default of max(4, cores): the actors only pass control
+  //   messages (the chunks go over the data plane), and with the sharing policy each message queued wakes an idle
+  //   worker. A training node with a peer on 2 cores ran 17 rounds a second in 5% of a core with 4 workers, and
+  //   23 with 2 (or 1): the wake-ups were the cost (BENCHMARKS.md, "The cost of a round"). Two, not one, so that a
+  //   handler that blocks for a while (a log write, a large message's serialization) does not hold up the rest.
   // - a thread hook that enters every thread CAF starts (its scheduler's workers, its clock, the middleman's
   //   multiplexer, detached actors) in actor_threads(): what the actors' work costs the process, which a training
   //   node counts in its averaging's cost (learner/cpu_share_pacer.hpp).
   explicit SystemConfig(const config::Config& config);
 
   static constexpr std::size_t max_throughput = 64;
+  static constexpr std::size_t worker_threads = 2;
 
   // The CPU time of the system's threads; shared, so that a reader may outlive the system.
   const std::shared_ptr<base::ThreadClocks>& actor_threads() const { return actor_threads_; }

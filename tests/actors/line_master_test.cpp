@@ -266,39 +266,40 @@ TEST_CASE("paced by every_steps, a line master holds at most k rounds in its bud
   CHECK(f.started() == 3);  // not 100
 }
 
-TEST_CASE("a grant asks for a wake-up only where a line master waits for one, and reaches every dimension") {
+TEST_CASE("a grant asks for a wake-up only of the line masters that wait for one, and reaches every dimension") {
   actors::RoundAllowance allowance;
   std::uint64_t taken0 = 0, taken1 = 0;
-  CHECK_FALSE(allowance.grant(2));  // nobody waits: no message
+  CHECK(allowance.grant(2) == 0);  // nobody waits: no message
   CHECK(allowance.take(0, taken0) == 2);
   CHECK(allowance.take(1, taken1) == 2);  // each dimension's master takes each grant
   CHECK(allowance.take(0, taken0) == 0);
-  allowance.wait();
-  CHECK(allowance.grant(1));        // wake it
-  CHECK_FALSE(allowance.grant(1));  // once
+  allowance.wait(0);
+  allowance.wait(3);
+  CHECK(allowance.grant(1) == 0b1001);  // wake those two
+  CHECK(allowance.grant(1) == 0);       // once
   CHECK(allowance.take(0, taken0) == 2);
-  CHECK_FALSE(allowance.grant(1u, 3));  // one dimension only
+  CHECK(allowance.grant(1u, 3) == 0);  // one dimension only
   CHECK(allowance.take(0, taken0) == 0);
   CHECK(allowance.take(1, taken1) == 5);
 
   // A paced master whose budget runs out waits: the next grant wakes it; a dormant one (no line) never waits.
   LineMasterFixture dormant(2, true);
   dormant.sim.run();
-  CHECK_FALSE(dormant.allowance->grant(1));
+  CHECK(dormant.allowance->grant(1) == 0);
   LineMasterFixture f(2, true);
   caf::anon_send(f.master, f.line(1.0, 3));
   CHECK(f.started() == 0);
-  CHECK(f.allowance->grant(1));  // the line wanted a round and had none: the caller sends the wake-up
+  CHECK(f.allowance->grant(1) == 0b1);  // the line (dim 0) wanted a round and had none: the caller wakes it
   caf::anon_send(f.master, actors::allow_rounds_atom::value);
   CHECK(f.started() == 1);
-  CHECK_FALSE(f.allowance->grant(1));  // busy with that round (not advanced): nobody waits
+  CHECK(f.allowance->grant(1) == 0);  // busy with that round (not advanced): nobody waits
   f.done(0, 0);
   f.done(0, 1);
   CHECK(f.started() == 2);  // the round done takes the grant that came meanwhile, without a message
   f.done(1, 0);
   f.done(1, 1);
   CHECK(f.started() == 2);
-  CHECK(f.allowance->grant(1));  // then none is left: it waits again
+  CHECK(f.allowance->grant(1) == 0b1);  // then none is left: it waits again
 }
 
 TEST_CASE("paced by every_steps, a line master runs exactly the rounds allowed") {

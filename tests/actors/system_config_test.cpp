@@ -13,7 +13,7 @@
 
 namespace gridtrain::testing {
 
-TEST_CASE("the middleman heartbeat and connection timeout come from the cluster config") {
+TEST_CASE("the middleman heartbeat, connection timeout and scheduler come from the cluster config and SystemConfig") {
   auto config = cluster_config(2, 1.0);
   config.cluster.heartbeat_ms = 150;
   config.cluster.connection_timeout_ms = 900;
@@ -24,6 +24,7 @@ TEST_CASE("the middleman heartbeat and connection timeout come from the cluster 
         caf::timespan{std::chrono::milliseconds(900)});
   CHECK_FALSE(caf::get_or(cfg, "middleman.enable-automatic-connections", true));
   CHECK(caf::get_or(cfg, "scheduler.policy", caf::atom("")) == caf::atom("sharing"));
+  CHECK(caf::get_or(cfg, "scheduler.max-threads", std::size_t{0}) == actors::SystemConfig::worker_threads);
 }
 
 TEST_CASE("the CPU time of the actors' threads counts in what averaging costs the process") {
