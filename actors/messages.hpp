@@ -479,7 +479,8 @@ void set_deadline_timer(Self self, caf::actor_clock::time_point at, caf::actor_c
   self->delayed_send(self, at - now, deadline_atom::value, static_cast<std::int64_t>(at.time_since_epoch().count()));
 }
 // The data plane -> its node's DimensionNode, in process: (round_event_atom, kind, key, self index, chunks missing),
-// kind 0 a round done, 1 a round started by a peer's frame (dataplane::RoundEvent).
+// kind 0 a round done, 1 a round started by a peer's frame, 2 a round whose frames were still landing at its deadline
+// (dataplane::RoundEvent).
 using round_event_atom = caf::atom_constant<caf::atom("roundevt")>;
 using begin_atom = caf::atom_constant<caf::atom("begin")>;        // Node: start joining, with our address
 using outcome_atom = caf::atom_constant<caf::atom("outcome")>;    // Node: -> join outcome, once known

@@ -1,7 +1,7 @@
 """What the averager costs a bare training loop: the Fashion-MNIST MLP's steps and nothing else (no evaluation, no
 reports, no launcher), two processes on this machine at once, each on half the data, in four variants:
 
-    plain      the loop alone
+    plain      the loop alone (gridtrain imported, as by the example's --plain; no node)
     alone      with a node and the averager, each process its own cluster (step() runs, no round ever does)
     idle-pair  one cluster of the two, no rounds (cpu_share 0.0001, no staleness bound)
     pair       one cluster of the two, at examples/pytorch/cluster.yaml's settings (or --set KEY=VALUE)
@@ -15,7 +15,6 @@ whole example (evaluation, reports, the launcher): where the two disagree, the d
 """
 
 import argparse
-import gzip
 import os
 import socket
 import statistics
@@ -25,28 +24,23 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIG = os.path.join(HERE, "..", "examples", "pytorch", "cluster.yaml")
-DATA = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist/")
+EXAMPLES = os.path.join(HERE, "..", "examples", "pytorch")
+CONFIG = os.path.join(EXAMPLES, "cluster.yaml")
 VARIANTS = ("plain", "alone", "idle-pair", "pair")
 
 
 def train(variant, rank, epochs, port, settings):
-    """One process: prints 'rates R2 R3 ...' (samples/s of each epoch after the first) and, paired, 'rounds N'."""
-    import numpy as np
+    """One process: prints 'rates R2 R3 ...' (samples/s of each epoch after the first) and, paired, 'rounds N'.
+    The data and the model are the example's and the other benchmark's (its --plain imports gridtrain too)."""
     import torch
 
+    sys.path.insert(0, EXAMPLES)
+    from fashion_mnist_mlp import load
+    from pytorch_averager import mlp
+
     torch.set_num_threads(1)
-
-    def idx(name, offset):
-        with gzip.open(os.path.join(DATA, name)) as f:
-            return np.frombuffer(f.read(), np.uint8, offset=offset)
-
-    x = (torch.tensor(idx("train-images-idx3-ubyte.gz", 16).reshape(-1, 784), dtype=torch.float32) / 255
-         - 0.2860) / 0.3530
-    y = torch.tensor(idx("train-labels-idx1-ubyte.gz", 8), dtype=torch.long)
-    torch.manual_seed(1)
-    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
-                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    x, y = load("train")
+    model = mlp("cpu")
     optimizer = torch.optim.SGD(model.parameters(), lr=0.04, momentum=0.9, weight_decay=1e-4)
     node = averager = None
     if variant != "plain":
