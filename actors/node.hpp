@@ -26,7 +26,9 @@
 // for a grant; actors/round_allowance.hpp), stop_atom (Leave, then end).
 // It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
 // GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
-// closed.
+// closed. A node that lost its GridMaster with the GridMaster perhaps alive (a lost connection, silence) neither
+// votes nor stands until the GridMaster's lease has run out (grid_master.hpp, GridMasterSetup::lease), unless the
+// GridMaster's node refuses connections: nothing listens there, so its process is gone.
 // Its children are linked to it: when it ends, they end, and its data plane endpoint closes.
 
 #include <caf/all.hpp>
@@ -164,6 +166,11 @@ struct NodeState {
   // lost_silent_grid_master() in node_report.cpp.
   caf::actor_clock::time_point grid_master_heard;
   caf::actor_clock::time_point last_report_tick;
+  // The stamp of the newest answer from the GridMaster, echoed in the next report (its lease; see
+  // GridMasterSetup::lease); and, after losing it, when this node may vote or stand: the lease it may still hold
+  // has run out by then (see lose_cluster).
+  std::int64_t lease_stamp = 0;
+  caf::actor_clock::time_point may_vote_at;
   // The Joins it sent whose JoinChallenge has not come yet, by request number, each with whether it was a vote
   // (at most kMaxPendingJoins: the oldest is forgotten, and the walk sends another).
   std::map<std::uint64_t, bool> pending_joins;

@@ -46,10 +46,10 @@ caf::behavior grid_master_stand_in(caf::stateful_actor<GridMasterStandIn>* self,
         self->send(join.node, actors::Welcome{join.node_id, 1, "", caf::actor_cast<caf::actor>(self),
                                               "local:gm", 99, 1, false});
       },
-      [self](const actors::NodeReport&) -> caf::result<bool> {
+      [self](const actors::NodeReport&) -> caf::result<bool, std::int64_t> {
         ++self->state.reports;
-        if (self->state.answer) return *self->state.answer;
-        return self->make_response_promise<bool>();  // never delivered
+        if (self->state.answer) return {*self->state.answer, std::int64_t{1}};
+        return self->make_response_promise<bool, std::int64_t>();  // never delivered
       },
   };
 }
