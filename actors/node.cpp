@@ -340,7 +340,8 @@ void member_down(Self self, const caf::down_msg& down) {
   answer_passed_joins(self);
   // A GridMaster that steps down ends normally: CAF renders that reason as "none". Only a lost connection leaves
   // it perhaps alive, and leading, on the other side of a cut: then the lease is waited out.
-  const bool unsure = down.reason == caf::exit_reason::remote_link_unreachable && down.source.node() != self->node();
+  const bool unsure = down.reason == caf::exit_reason::remote_link_unreachable &&
+                      (down.source.node() != self->node() || self->state.setup.lease_for_local_grid_master);
   lose_cluster(self,
                "lost contact with the GridMaster (" +
                    (down.reason ? self->system().render(down.reason) : std::string("it stepped down")) + ")",
@@ -437,7 +438,8 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_
                keep_lines ? "its lines go on while it finds the cluster's GridMaster or elects one"
                           : "dropping its lines and rejoining");
   enter(self, NodePhase::rejoining);
-  const bool local = s.grid_master && s.grid_master.node() == self->node();
+  const bool local =
+      s.grid_master && s.grid_master.node() == self->node() && !s.setup.lease_for_local_grid_master;
   if (s.grid_master) self->demonitor(s.grid_master);
   s.grid_master = nullptr;
   ++s.report_generation;
@@ -449,7 +451,8 @@ void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_
   if (!grid_master_ended && !local) {
     s.may_vote_at = std::max(s.may_vote_at,
                              s.grid_master_heard + lease_wait(s.cluster_config.value_or(s.setup.config)));
-    if (s.may_vote_at > self->clock().now()) probe_lost_grid_master(self);
+    // A lost connection (the lines kept) may be a death; a GridMaster that took it out is alive.
+    if (keep_lines && s.may_vote_at > self->clock().now()) probe_lost_grid_master(self);
   }
   s.walks = 0;
   start_walk(self);

@@ -79,6 +79,9 @@ struct NodeSetup {
   // came after the silence limit, and the members elected another. Tests that run actors deterministically
   // (CAF's test scheduler runs no threads) turn it off.
   bool grid_master_thread = true;
+  // A GridMaster in this process is taken for one elsewhere: a lost "connection" to it waits out its lease (see
+  // lose_cluster). Only for tests whose local stand-ins play remote GridMasters.
+  bool lease_for_local_grid_master = false;
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
   std::shared_ptr<std::promise<JoinOutcome>> outcome;
