@@ -153,11 +153,8 @@ caf::behavior dimension_node(caf::stateful_actor<DimensionNodeState>* self, Dime
       },
       [self](deadline_atom, std::int64_t at) {
         auto& s = self->state;
-        const auto now = self->clock().now();
-        auto due = s.deadlines.fired(caf::actor_clock::time_point{caf::actor_clock::duration_type{at}}, now);
-        for (const allreduce::RoundKey& key : due.keys)
+        for (const allreduce::RoundKey& key : due_deadlines(self, s.deadlines, at))
           if (current(s, key)) s.setup.data->deadline(key);
-        if (due.arm) set_deadline_timer(self, *due.arm, now);
       },
       [self](round_event_atom, std::uint8_t kind, const allreduce::RoundKey& key, std::uint32_t self_index,
              std::uint32_t chunks_missing, std::uint32_t wait_ms) {

@@ -248,10 +248,7 @@ caf::behavior line_master(caf::stateful_actor<LineMasterState>* self, LineMaster
       [self](const RoundDone& done) { count_report(self, done); },
       [self](deadline_atom, std::int64_t at) {
         auto& s = self->state;
-        const auto now = self->clock().now();
-        auto due = s.deadlines.fired(caf::actor_clock::time_point{caf::actor_clock::duration_type{at}}, now);
-        if (due.arm) set_deadline_timer(self, *due.arm, now);
-        for (const std::uint64_t round : due.keys) {
+        for (const std::uint64_t round : due_deadlines(self, s.deadlines, at)) {
           auto it = s.open.find(round);
           if (!s.line || it == s.open.end()) continue;
           it->second.deadline_passed = true;

@@ -478,6 +478,15 @@ template <class Self>
 void set_deadline_timer(Self self, caf::actor_clock::time_point at, caf::actor_clock::time_point now) {
   self->delayed_send(self, at - now, deadline_atom::value, static_cast<std::int64_t>(at.time_since_epoch().count()));
 }
+// On that timer's message, (deadline_atom, at): the keys of `deadlines` (a RoundDeadlines) now due, the next timer
+// set where one is needed.
+template <class Self, class Deadlines>
+auto due_deadlines(Self self, Deadlines& deadlines, std::int64_t at) {
+  const auto now = self->clock().now();
+  auto due = deadlines.fired(caf::actor_clock::time_point{caf::actor_clock::duration_type{at}}, now);
+  if (due.arm) set_deadline_timer(self, *due.arm, now);
+  return std::move(due.keys);
+}
 // The data plane -> its node's DimensionNode, in process: (round_event_atom, kind, key, self index, chunks missing),
 // kind 0 a round done, 1 a round started by a peer's frame, 2 a round whose frames were still landing at its deadline
 // (dataplane::RoundEvent).
