@@ -357,7 +357,7 @@ void admit_join(Self self, const Join& join) {
       m != s.members.end() && join.lines_kept && join.epoch == s.epoch && join.node == m->second.node) {
     // Its Join came through a seed if it lost its direct connection to us (see below).
     connect_directly(self, s.setup.credentials, s.setup.node_id, join.node_id, join.node, join.address);
-    m->second.heard = self->clock().now();
+    m->second.heard = m->second.lease = self->clock().now();  // the welcome renews its promise
     self->send(join.node, welcome_for(self, join.node_id, true));
     return;
   }
@@ -365,7 +365,7 @@ void admit_join(Self self, const Join& join) {
   const std::uint64_t began = cpu_ns();
   s.members.emplace(join.node_id, GridMasterState::Member{join.address, join.data_address, join.node,
                                                          join.dimension_nodes, join.line_masters, {}, 0, 0, false, 0,
-                                                         self->clock().now()});
+                                                         self->clock().now(), self->clock().now()});
   self->monitor(join.node);
   // Its Join may have come through a seed: CAF would reach it through that node, and a death behind a relay is
   // not reliably reported (a killed member stayed in the grid for 20 s in CI). Of the two, the lower id dials;
@@ -414,6 +414,32 @@ void watch_silence(Self self) {
         return;
   }
   self->delayed_send(self, s.setup.silence_limit / 4, silence_atom::value);
+}
+
+// Whether a strict majority of the confirmed members holds this GridMaster's lease at `now`: its own node, a
+// member in this process (unless the setup judges those too), and each member that echoed an answer of ours
+// within the lease. Unlike the silence watch, a look that came late counts: a GridMaster that did not run for
+// longer than the lease may have been replaced meanwhile.
+bool holds_lease(const GridMasterState& s, caf::actor_clock::time_point now, const caf::node_id& here) {
+  if (s.quorum_members.empty()) return true;  // a bootstrap before its first member
+  std::size_t holding = 0;
+  for (std::uint64_t id : s.quorum_members) {
+    auto m = s.members.find(id);
+    if (m == s.members.end()) continue;
+    const bool local = m->second.node.node() == here && !s.setup.judge_local_silence;
+    if (id == s.setup.node_id || local || now - m->second.lease <= s.setup.lease) ++holding;
+  }
+  return 2 * holding > s.quorum_members.size();
+}
+
+// Steps down once the lease is lost (GridMasterSetup::lease); looks again in an eighth of it.
+void watch_lease(Self self) {
+  auto& s = self->state;
+  if (!s.electing && !holds_lease(s, self->clock().now(), self->node()))
+    return step_down(self, fmt::format("no strict majority of the {} confirmed members has answered it within "
+                                       "its lease of {} ms: it may be the one cut off",
+                                       s.quorum_members.size(), s.setup.lease.count()));
+  self->delayed_send(self, s.setup.lease / 8, lease_atom::value);
 }
 
 // -- electing ----------------------------------------------------------------------------------------------------
@@ -465,7 +491,8 @@ void take_over(Self self) {
   restore_layout(self);
   for (const auto& [id, vote] : s.votes) {
     s.members.emplace(id, GridMasterState::Member{vote.address, vote.data_address, vote.node, vote.dimension_nodes,
-                                                  vote.line_masters, {}, 0, 0, false, 0, self->clock().now()});
+                                                  vote.line_masters, {}, 0, 0, false, 0, self->clock().now(),
+                                                  self->clock().now()});
     s.quorum_members.insert(id);  // each voted: it holds this cluster's state from now on
   }
   s.votes.clear();
@@ -556,6 +583,7 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
   }
   drop_unexpected(self);
   if (s.setup.silence_limit.count() > 0) self->delayed_send(self, s.setup.silence_limit / 4, silence_atom::value);
+  if (s.setup.lease.count() > 0) self->delayed_send(self, s.setup.lease / 8, lease_atom::value);
   self->set_down_handler([self](caf::down_msg& down) {
     auto& s = self->state;
     if (s.electing) {  // a voter went away: its vote is no longer good
@@ -606,14 +634,22 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
       },
       // The answer says whether the reporter is a member: a member that gets none for the silence limit counts this
       // GridMaster lost (see node_report.cpp), one told it is none lost its Removed.
-      [self](NodeReport& report) -> bool {
+      // The answer's second part is its stamp, our clock's now: the member echoes the newest it got in its next
+      // report, which renews our lease (GridMasterSetup::lease).
+      [self](NodeReport& report) -> std::tuple<bool, std::int64_t> {
         auto& s = self->state;
+        const auto now = self->clock().now();
+        const std::int64_t stamp = now.time_since_epoch().count();
         auto m = s.members.find(report.node_id);
-        if (m == s.members.end()) return false;  // it left or was removed; the report was on its way
+        if (m == s.members.end()) return {false, stamp};  // it left or was removed; the report was on its way
         if (report.sample.values.size() > allreduce::kMaxReplicaSample) {
           log_dropped("grid_master", s.bad_messages, "a node report with an oversized sample");
-          return true;
+          return {true, stamp};
         }
+        // Only a stamp of ours can renew it: one from the future is no answer we gave (nor one before its welcome).
+        if (report.epoch == s.epoch && report.lease_stamp <= stamp &&
+            report.lease_stamp > m->second.lease.time_since_epoch().count())
+          m->second.lease = caf::actor_clock::time_point(caf::actor_clock::time_point::duration(report.lease_stamp));
         if (report.epoch == s.epoch && report.layout_version > m->second.acked_version) {
           if (m->second.acked_version < s.confirm_version && report.layout_version >= s.confirm_version) --s.unacked;
           m->second.acked_version = report.layout_version;
@@ -624,11 +660,12 @@ caf::behavior grid_master(caf::stateful_actor<GridMasterState>* self, GridMaster
           connect_directly(self, s.setup.credentials, s.setup.node_id, report.node_id, m->second.node,
                            m->second.address);
         m->second.report = std::move(report);
-        m->second.heard = self->clock().now();
+        m->second.heard = now;
         confirm_if_acked(self);
-        return true;
+        return {true, stamp};
       },
       [self](silence_atom) { watch_silence(self); },
+      [self](lease_atom) { watch_lease(self); },
       [self](stats_atom) -> JoinStats {
         const auto& s = self->state;
         return {s.rejected, s.stale_join_proofs, s.bad_messages};

@@ -53,8 +53,15 @@ struct GridMasterSetup {
   // reports a death only over a direct connection; behind a relay a killed member stayed in the grid for good.
   // The nodes report every 250 ms; the node sets this to several connection timeouts (see node_report.cpp).
   std::chrono::milliseconds silence_limit{0};
-  // Members in this process are judged by silence too: only for tests whose local stand-ins play remote members.
+  // Members in this process are judged by silence (and by the lease) too: only for tests whose local stand-ins
+  // play remote members.
   bool judge_local_silence = false;
+  // The GridMaster's lease (zero: none). It leads only while a strict majority of the confirmed members have,
+  // within the lease, echoed one of its answers to their reports (NodeReport::lease_stamp): a member that lost it
+  // votes only once the lease has passed, and then some, since the last answer it got (see node_report.cpp). So a
+  // GridMaster cut off from the majority has stepped down before the majority can elect another; without it,
+  // both answered as GridMaster for a second or more, and the old one still let new nodes in.
+  std::chrono::milliseconds lease{0};
 };
 
 // Joins of new nodes an electing GridMaster holds until it takes over; more are refused (the node retries).
@@ -81,6 +88,9 @@ struct GridMasterState {
     bool state_due = false;           // listed in state_due
     std::uint64_t reports = 0;  // every kRouteCheckEvery-th report also checks the route to it
     caf::actor_clock::time_point heard;  // its last report, or its welcome
+    // The newest of our answers it has echoed (NodeReport::lease_stamp), or its welcome: it promised not to vote
+    // for another GridMaster until a while after it got that answer (GridMasterSetup::lease).
+    caf::actor_clock::time_point lease;
   };
 
   static inline const char* name = "grid_master";

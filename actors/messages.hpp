@@ -407,11 +407,15 @@ struct NodeReport {
   // The last GridState the node holds: the report acknowledges it (see GridState::quorum_members).
   std::uint64_t epoch = 0;
   std::uint64_t layout_version = 0;
+  // The stamp of the newest answer it got from this GridMaster (its clock; 0: none yet): the GridMaster's lease
+  // (GridMasterSetup::lease) holds while a majority echo recent ones.
+  std::int64_t lease_stamp = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NodeReport& x) {
-  return f(caf::meta::type_name("node_report"), x.node_id, x.figures, x.sample, x.epoch, x.layout_version);
+  return f(caf::meta::type_name("node_report"), x.node_id, x.figures, x.sample, x.epoch, x.layout_version,
+           x.lease_stamp);
 }
 
 template <class Inspector>
@@ -509,7 +513,9 @@ using seed_retry_atom = caf::atom_constant<caf::atom("seedretry")>;  // Node: as
 // and its lines of the new one may already have arrived).
 using lost_atom = caf::atom_constant<caf::atom("lost")>;
 using walk_atom = caf::atom_constant<caf::atom("walk")>;          // Node: the next step of its rejoin walk
+using lease_probe_atom = caf::atom_constant<caf::atom("leaseprb")>;  // Node: what its lost GridMaster's port said
 using silence_atom = caf::atom_constant<caf::atom("silence")>;  // GridMaster: look for members gone silent
+using lease_atom = caf::atom_constant<caf::atom("lease")>;      // GridMaster: does a majority still hold its lease?
 using takeover_atom = caf::atom_constant<caf::atom("takeover")>;  // GridMaster: the election's grace has passed
 using flush_atom = caf::atom_constant<caf::atom("flush")>;  // GridMaster: send the states and welcomes now due
 // Node -> the GridMaster it stands as candidate with: abandon the election (a live cluster or a lower member

@@ -215,6 +215,7 @@ void welcomed(Self self, const Welcome& w, bool rejoined) {
     s.cluster_config = std::move(config).value();
   self->monitor(s.grid_master);
   s.grid_master_heard = s.last_report_tick = self->clock().now();
+  s.lease_stamp = 0;  // a stamp is good only with the GridMaster that gave it
   // The welcome may have come through the seed; membership traffic should not depend on it. (Only if our
   // id is the lower one: connect_directly() says why. Otherwise it stays on the route through the seed.)
   connect_directly(self, s.setup.credentials, s.setup.node_id, w.grid_master_node_id, s.grid_master,
@@ -337,11 +338,14 @@ void member_down(Self self, const caf::down_msg& down) {
   auto& s = self->state;
   if (!s.grid_master || down.source != s.grid_master.address()) return;
   answer_passed_joins(self);
-  // A GridMaster that steps down ends normally: CAF renders that reason as "none".
+  // A GridMaster that steps down ends normally: CAF renders that reason as "none". Only a lost connection leaves
+  // it perhaps alive, and leading, on the other side of a cut: then the lease is waited out.
+  const bool unsure = down.reason == caf::exit_reason::remote_link_unreachable &&
+                      (down.source.node() != self->node() || self->state.setup.lease_for_local_grid_master);
   lose_cluster(self,
                "lost contact with the GridMaster (" +
                    (down.reason ? self->system().render(down.reason) : std::string("it stepped down")) + ")",
-               true);
+               true, !unsure);
 }
 
 // A Join to a node that lost the cluster: passed to the successor it stands with; else held, if it is a vote that
@@ -379,6 +383,9 @@ caf::behavior rejoining(Self self) {
         if (token != self->state.walk_token) return;
         if (new_walk) return start_walk(self);
         walk_step(self, token);
+      },
+      [self](lease_probe_atom, std::uint64_t generation, bool nothing_listens) {
+        lease_probed(self, generation, nothing_listens);
       },
       [self](const JoinChallenge& c) {
         // The answer goes to the GridMaster itself; the first Join may have come through a member.
@@ -425,17 +432,28 @@ void enter(Self self, NodePhase phase) { self->become(phase_entered(self, phase)
 
 }  // namespace
 
-void lose_cluster(Self self, const std::string& why, bool keep_lines) {
+void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended) {
   auto& s = self->state;
   spdlog::warn("node {:016x}: {}; {}", s.setup.node_id, why,
                keep_lines ? "its lines go on while it finds the cluster's GridMaster or elects one"
                           : "dropping its lines and rejoining");
   enter(self, NodePhase::rejoining);
+  const bool local =
+      s.grid_master && s.grid_master.node() == self->node() && !s.setup.lease_for_local_grid_master;
   if (s.grid_master) self->demonitor(s.grid_master);
   s.grid_master = nullptr;
   ++s.report_generation;
   s.lines_kept = keep_lines;
   if (!keep_lines) drop_lines(self);
+  // Its vote waits for the lease it promised the GridMaster (GridMasterSetup::lease), unless the GridMaster
+  // ended for sure; meanwhile its walk asks plain Joins, which a live cluster answers by letting it back in.
+  s.may_vote_at = self->clock().now();
+  if (!grid_master_ended && !local) {
+    s.may_vote_at = std::max(s.may_vote_at,
+                             s.grid_master_heard + lease_wait(s.cluster_config.value_or(s.setup.config)));
+    // A lost connection (the lines kept) may be a death; a GridMaster that took it out is alive.
+    if (keep_lines && s.may_vote_at > self->clock().now()) probe_lost_grid_master(self);
+  }
   s.walks = 0;
   start_walk(self);
 }

@@ -26,7 +26,9 @@
 // for a grant; actors/round_allowance.hpp), stop_atom (Leave, then end).
 // It tells: the GridMaster a NodeReport every report interval, which the GridMaster answers; a member whose
 // GridMaster answers none for the silence limit (four connection timeouts) counts it lost, as if its connection had
-// closed.
+// closed. A node that lost its GridMaster with the GridMaster perhaps alive (a lost connection, silence) neither
+// votes nor stands until the GridMaster's lease has run out (grid_master.hpp, GridMasterSetup::lease), unless the
+// GridMaster's node refuses connections: nothing listens there, so its process is gone.
 // Its children are linked to it: when it ends, they end, and its data plane endpoint closes.
 
 #include <caf/all.hpp>
@@ -77,6 +79,9 @@ struct NodeSetup {
   // came after the silence limit, and the members elected another. Tests that run actors deterministically
   // (CAF's test scheduler runs no threads) turn it off.
   bool grid_master_thread = true;
+  // A GridMaster in this process is taken for one elsewhere: a lost "connection" to it waits out its lease (see
+  // lose_cluster). Only for tests whose local stand-ins play remote GridMasters.
+  bool lease_for_local_grid_master = false;
   // Set once the join is decided, for threads outside the actor system (NodeHandle::wait_joined). The node may
   // end right after; a request would then find it gone. If the node ends first, the promise is broken.
   std::shared_ptr<std::promise<JoinOutcome>> outcome;
@@ -164,6 +169,11 @@ struct NodeState {
   // lost_silent_grid_master() in node_report.cpp.
   caf::actor_clock::time_point grid_master_heard;
   caf::actor_clock::time_point last_report_tick;
+  // The stamp of the newest answer from the GridMaster, echoed in the next report (its lease; see
+  // GridMasterSetup::lease); and, after losing it, when this node may vote or stand: the lease it may still hold
+  // has run out by then (see lose_cluster).
+  std::int64_t lease_stamp = 0;
+  caf::actor_clock::time_point may_vote_at;
   // The Joins it sent whose JoinChallenge has not come yet, by request number, each with whether it was a vote
   // (at most kMaxPendingJoins: the oldest is forgotten, and the walk sends another).
   std::map<std::uint64_t, bool> pending_joins;

@@ -34,7 +34,9 @@ inline constexpr const char* kNotAMember = "the seed is not a member of a cluste
 
 // Phase changes (node.cpp). The node lost the cluster (node.hpp): member -> rejoining; it drops its lines unless
 // `keep_lines`, then walks the members.
-void lose_cluster(Self self, const std::string& why, bool keep_lines);
+// `grid_master_ended`: it knows the GridMaster ended (it stepped down, or it ran in this process), so no lease
+// of it holds; otherwise the node waits out the lease before it votes or stands.
+void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended = false);
 
 // Joining and seeds (node_join.cpp).
 Join make_join(Self self, std::uint64_t request, std::uint64_t nonce, bool vote);
@@ -63,10 +65,18 @@ void end_lines_outside(Self self, const GridState& grid);
 void abandon_candidacy(Self self, const std::string& why);
 void release_early_votes(Self self, const caf::actor& to);
 void start_walk(Self self);
+// After a lost connection to the GridMaster: asks in the background whether anything listens at its node's
+// address; lease_probed() gets the answer (lease_probe_atom).
+void probe_lost_grid_master(Self self);
+// Whether the lease of the GridMaster it lost has run out (NodeState::may_vote_at): then it may vote, or stand.
+bool may_vote(Self self);
+void lease_probed(Self self, std::uint64_t generation, bool nothing_listens);
 void walk_step(Self self, std::uint64_t token);
 
 // Reports to the GridMaster (node_report.cpp).
 std::chrono::milliseconds silence_limit(const config::Config& config);
+std::chrono::milliseconds grid_master_lease(const config::Config& config);
+std::chrono::milliseconds lease_wait(const config::Config& config);
 void collect_dims(Self self, std::function<void(std::vector<DimensionStats>)> done);
 void report(Self self, std::uint64_t generation);
 void send_reports(Self self, std::uint64_t generation);

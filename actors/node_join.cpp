@@ -141,6 +141,7 @@ GridMasterSetup grid_master_setup(Self self, const config::Config& config, std::
   GridMasterSetup setup{config, s.setup.credentials, s.setup.store->signature(), s.setup.store->size(), s.address,
                         s.setup.node_id, std::move(takeover)};
   setup.silence_limit = silence_limit(config);
+  setup.lease = grid_master_lease(config);
   return setup;
 }
 

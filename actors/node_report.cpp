@@ -27,6 +27,7 @@ NodeReport make_report(Self self, const std::vector<DimensionStats>& dims) {
   auto& s = self->state;
   NodeReport r;
   r.node_id = s.setup.node_id;
+  r.lease_stamp = s.lease_stamp;
   NodeFigures& f = r.figures;
   for (const auto& d : dims) {
     f.rounds_done += d.rounds.rounds_done;
@@ -120,12 +121,13 @@ bool lost_silent_grid_master(Self self) {
 
 // The GridMaster's answer to a report of `generation`: it counts this node (alive, and the route works both
 // ways), or it does not (it took the node out, and its Removed was lost).
-void on_report_answer(Self self, std::uint64_t generation, bool counted) {
+void on_report_answer(Self self, std::uint64_t generation, bool counted, std::int64_t stamp) {
   auto& s = self->state;
   if (generation != s.report_generation || s.phase != NodePhase::member) return;
-  if (counted)
+  if (counted) {
     s.grid_master_heard = self->clock().now();
-  else
+    s.lease_stamp = std::max(s.lease_stamp, stamp);
+  } else
     lose_cluster(self, "the GridMaster no longer counts it as a member", false);
 }
 
@@ -136,6 +138,21 @@ void on_report_answer(Self self, std::uint64_t generation, bool counted) {
 std::chrono::milliseconds silence_limit(const config::Config& config) {
   return std::max(std::chrono::milliseconds(4 * config.cluster.connection_timeout_ms),
                   std::chrono::milliseconds(2000));
+}
+
+// The GridMaster's lease (GridMasterSetup::lease): two connection timeouts, and no less than 1 s. Its members echo
+// its answers every report (250 ms), so a lease this long is lost only when a majority's reports stop for well
+// over a second: where CAF would count those connections lost anyway.
+std::chrono::milliseconds grid_master_lease(const config::Config& config) {
+  return std::max(std::chrono::milliseconds(2 * config.cluster.connection_timeout_ms),
+                  std::chrono::milliseconds(1000));
+}
+
+// How long after its last answer from the GridMaster a node that lost it waits before it votes or stands: the
+// lease, an eighth of it for the GridMaster's look (it checks every eighth), and an eighth for a late look.
+std::chrono::milliseconds lease_wait(const config::Config& config) {
+  const auto lease = grid_master_lease(config);
+  return lease + lease / 4;
 }
 
 // Asks every DimensionNode for its counters, then calls `done` with them (a default entry for one that did not
@@ -166,7 +183,8 @@ void report(Self self, std::uint64_t generation) {
     auto& s = self->state;
     if (!s.grid_master || generation != s.report_generation) return;
     self->request(s.grid_master, silence_limit(s.cluster_config.value_or(s.setup.config)), make_report(self, dims))
-        .then([self, generation](bool counted) { on_report_answer(self, generation, counted); },
+        .then([self, generation](bool counted,
+                                 std::int64_t stamp) { on_report_answer(self, generation, counted, stamp); },
               [](caf::error&) {});  // no answer: lost_silent_grid_master() judges the silence
   });
 }

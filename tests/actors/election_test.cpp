@@ -21,7 +21,8 @@ constexpr std::uint64_t kCandidate = 2;   // the lowest survivor: it stands
 // Members 1..n of a cluster of epoch 3 whose GridMaster ran on node 1, each a recorder, and the GridMaster node 2
 // spawns to stand as successor with the last GridState it held.
 struct Election {
-  explicit Election(std::uint64_t n, std::chrono::milliseconds silence_limit = std::chrono::milliseconds(0))
+  explicit Election(std::uint64_t n, std::chrono::milliseconds silence_limit = std::chrono::milliseconds(0),
+                    std::chrono::milliseconds lease = std::chrono::milliseconds(0))
       : config(cluster_config(2, 1.0)), store(make_store(64, 1.0f)) {
     grid::Layout layout = grid::Layout::fixed(2);
     actors::GridState last{3, 10, 0, {}, {}, {}, kLostMaster, {}};
@@ -36,6 +37,7 @@ struct Election {
       last.members.push_back({{id, address(id), {}, {}}, members[id], handles(id), handles(id), ""});
     actors::GridMasterSetup setup{config, {}, store->signature(), store->size(), address(kCandidate), kCandidate, last};
     setup.silence_limit = silence_limit;
+    setup.lease = lease;
     setup.judge_local_silence = true;  // the recorders stand in for members in other processes
     gm = sim.spawn(actors::grid_master, std::move(setup));
     sim.run();
@@ -259,6 +261,71 @@ TEST_CASE("a GridMaster that was stalled itself does not count its members' sile
   }
   CHECK(e.state().members.size() == 3);
   CHECK(received<actors::Removed>(e.members.at(4)).empty());
+}
+
+}  // namespace gridtrain::testing
+
+namespace gridtrain::testing {
+
+namespace {
+
+// Node `id`'s report, echoing `stamp`; the GridMaster's answer's stamp, which the node echoes next time.
+std::int64_t report_echoing(Election& e, std::uint64_t id, std::int64_t stamp) {
+  actors::NodeReport r;
+  r.node_id = id;
+  r.epoch = e.state().epoch;
+  r.layout_version = e.state().layout_version;
+  r.lease_stamp = stamp;
+  const caf::message answer = e.sim.ask_message(e.gm, caf::make_message(r));
+  REQUIRE(answer.match_elements<bool, std::int64_t>());
+  CHECK(answer.get_as<bool>(0));
+  return answer.get_as<std::int64_t>(1);
+}
+
+}  // namespace
+
+TEST_CASE("a GridMaster leads while a majority echoes its answers, and steps down within its lease once not") {
+  using namespace std::chrono_literals;
+  Election e(5, 0ms, 2000ms);
+  for (std::uint64_t id : {2, 3, 4, 5}) e.vote(id);
+  REQUIRE_FALSE(e.state().electing);
+  std::map<std::uint64_t, std::int64_t> stamps;
+  // Every member reports every 250 ms, echoing the last answer it got: 5 s, and it leads throughout.
+  for (int tick = 0; tick < 20; ++tick) {
+    for (std::uint64_t id : {2, 3, 4, 5}) stamps[id] = report_echoing(e, id, stamps[id]);
+    e.wait(250ms);
+  }
+  REQUIRE_FALSE(ended(e.gm));
+  // A cut: only node 4 still reaches it. With its own node (2) that is 2 of the 4 confirmed members.
+  auto passed = 0ms;
+  while (!ended(e.gm) && passed < 5000ms) {
+    stamps[4] = report_echoing(e, 4, stamps[4]);
+    e.wait(250ms);
+    passed += 250ms;
+  }
+  REQUIRE(ended(e.gm));
+  // Not before the lease of the last answers echoed (given up to 250 ms before the cut), and within the lease and
+  // an eighth: the members wait a quarter more (lease_wait) before they vote for another.
+  CHECK(passed >= 1750ms);
+  CHECK(passed <= 2500ms);
+}
+
+TEST_CASE("a GridMaster's lease is renewed by echoed answers only, not by reports alone or stamps it never gave") {
+  using namespace std::chrono_literals;
+  Election e(3, 0ms, 2000ms);
+  for (std::uint64_t id : {2, 3}) e.vote(id);
+  REQUIRE_FALSE(e.state().electing);
+  // Node 3 reports on, but echoes no answer (a stamp of 0), then one from the future: neither renews the lease it
+  // gave with its welcome, which runs out as if it had said nothing.
+  std::int64_t answer = 0;
+  auto passed = 0ms;
+  while (!ended(e.gm) && passed < 5000ms) {
+    answer = report_echoing(e, 3, passed < 1000ms ? 0 : answer + 3'600'000'000'000);
+    e.wait(250ms);
+    passed += 250ms;
+  }
+  REQUIRE(ended(e.gm));
+  CHECK(passed <= 2500ms);
 }
 
 }  // namespace gridtrain::testing

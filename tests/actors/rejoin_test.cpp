@@ -46,11 +46,12 @@ caf::behavior grid_master_stand_in(caf::stateful_actor<GridMasterStandIn>* self,
         self->send(join.node, actors::Welcome{join.node_id, 1, "", caf::actor_cast<caf::actor>(self),
                                               "local:gm", 99, 1, false});
       },
-      [self](const actors::NodeReport&) -> caf::result<bool> {
+      [self](const actors::NodeReport&) -> caf::result<bool, std::int64_t> {
         ++self->state.reports;
-        if (self->state.answer) return *self->state.answer;
-        return self->make_response_promise<bool>();  // never delivered
+        if (self->state.answer) return {*self->state.answer, std::int64_t{1}};
+        return self->make_response_promise<bool, std::int64_t>();  // never delivered
       },
+      [self](actors::step_down_atom) { self->quit(caf::exit_reason::normal); },
   };
 }
 
@@ -60,6 +61,7 @@ struct StandInFixture {
     gm = cluster.sim().spawn(grid_master_stand_in, answer);
     auto setup = cluster.setup(id, make_store(20, 1.0f));
     setup.seed_node = gm;
+    setup.lease_for_local_grid_master = true;  // the stand-in plays a GridMaster in another process
     cluster.start(std::move(setup));
     cluster.sim().run();
   }
@@ -158,6 +160,49 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   f.cluster.sim().run();
   f.tick_until([&] { return state_of<MemberStandIn>(newer).joins > 0; }, std::chrono::seconds(3));
   CHECK(state_of<MemberStandIn>(newer).joins > 0);
+}
+
+namespace {
+
+// Node 5 follows the stand-in, which answers its reports; its GridState names member 2, below it, whose Joins the
+// test counts. Then it loses the GridMaster as `end` says, and ticks pass until member 2 has its vote (at most 5 s):
+// the time that took.
+std::chrono::milliseconds time_to_vote(const std::function<void(const caf::actor& gm)>& end) {
+  StandInFixture f(true, 5);
+  const caf::actor low = f.cluster.sim().spawn(member_stand_in, std::uint64_t{2});
+  actors::GridState grid;
+  grid.epoch = 1;
+  grid.layout_version = 2;
+  grid.dims = 1;
+  grid.members = {member_at(2, low), member_at(5, f.cluster.node(5))};
+  grid.quorum_members = {2, 5};
+  caf::anon_send(f.cluster.node(5), grid);
+  f.cluster.sim().run();
+  f.tick_until([] { return false; }, std::chrono::seconds(1));  // reports answered: its last answer is this fresh
+  end(f.gm);
+  f.cluster.sim().run();
+  REQUIRE(f.cluster.state(5).phase == actors::NodePhase::rejoining);
+  const auto passed =
+      f.tick_until([&] { return state_of<MemberStandIn>(low).votes > 0; }, std::chrono::milliseconds(5000));
+  CHECK(state_of<MemberStandIn>(low).joins > 0);  // asked all along, with plain Joins until it could vote
+  return passed;
+}
+
+}  // namespace
+
+TEST_CASE("a member that lost its GridMaster's connection votes only once the lease it promised has run out") {
+  // The GridMaster may be alive on the other side of a cut, and leading until its lease runs out (GridMasterSetup::
+  // lease: 2 s at the default connection timeout); the member waits that, and a quarter, after its last answer.
+  const auto passed = time_to_vote([](const caf::actor& gm) {
+    caf::anon_send_exit(gm, caf::exit_reason::remote_link_unreachable);
+  });
+  CHECK(passed >= std::chrono::milliseconds(2250));
+  CHECK(passed <= std::chrono::milliseconds(3000));
+}
+
+TEST_CASE("a member whose GridMaster stepped down votes at once: no lease of it holds") {
+  const auto passed = time_to_vote([](const caf::actor& gm) { caf::anon_send(gm, actors::step_down_atom::value); });
+  CHECK(passed <= std::chrono::milliseconds(500));
 }
 
 TEST_CASE("a member whose GridMaster answers no report for the silence limit counts it lost, though no down_msg came") {
