@@ -4,6 +4,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -86,6 +87,8 @@ struct MemberStandIn {
   std::uint64_t votes = 0;
   std::uint64_t grid_states = 0;
   std::uint64_t largest_state = 0;  // members in the largest GridState it was sent
+  // In the last GridState it was sent: the members whose node handle came with it, by id.
+  std::vector<std::uint64_t> with_handles;
 };
 
 // (Spawned with an argument: CAF 0.17 spawns a function actor with none through a null pointer, which UBSan reports.)
@@ -99,6 +102,9 @@ caf::behavior member_stand_in(caf::stateful_actor<MemberStandIn>* self, std::uin
       [self](const actors::GridState& grid) {
         ++self->state.grid_states;
         self->state.largest_state = std::max<std::uint64_t>(self->state.largest_state, grid.members.size());
+        self->state.with_handles.clear();
+        for (const auto& m : grid.members)
+          if (m.node) self->state.with_handles.push_back(m.place.node_id);
       },
       [](const actors::Reject&) {},
   };
@@ -144,6 +150,9 @@ TEST_CASE("walkers share what they know: a rejoining node answers a Join with it
   f.cluster.sim().run();
   CHECK(state_of<MemberStandIn>(asker).grid_states == 1);
   CHECK(state_of<MemberStandIn>(asker).largest_state == 3);
+  // With the handles of the two of them only: a third node's, perhaps the dead one's, would make CAF route to that
+  // node through the sender, and two survivors routing it through each other sent messages around for good.
+  CHECK(state_of<MemberStandIn>(asker).with_handles == std::vector<std::uint64_t>{5, 7});
   // A node that is no member of it (a new joiner using this node as its seed) gets none.
   const caf::actor stranger = f.cluster.sim().spawn(member_stand_in, std::uint64_t{9});
   join.node_id = 9;
