@@ -455,8 +455,8 @@ Schema::Schema() {
   add(key(FIELD(allreduce, every_steps), IntCodec{at_least(0)}, 0,
           "one round per this many learner steps; 0 = paced by cpu_share"));
   add(key(FIELD(allreduce, cpu_share), NumberCodec{unit_interval}, 0.05,
-          "with every_steps 0: averaging (its threads' CPU, its pulls) may use this share of the learner's time; "
-          "1 = rounds back to back"));
+          "with every_steps 0: averaging (its threads' CPU, its pulls) may use this share of the learner's time, "
+          "but a round may start every 2 s of training whatever it used; 1 = rounds back to back"));
   add(key(FIELD(allreduce, line_settle_ms), IntCodec{IntRange{0, 60000}}, 200,
           "a line restarted again within 5 times this runs no round until it is this long unchanged; 0 = never wait"));
   add(key(FIELD(allreduce, staleness_bound), IntCodec{at_least(0)}, 0,

@@ -21,6 +21,14 @@
 // Idle time earns credit only up to f·kCreditWindow, so that a node alone for an hour does not run rounds back to
 // back for f·1 h once peers come. The measure is the whole process's averaging (every line, ours or another
 // master's), so a node's lines slow down when its peers' rounds load it too. Pure: no clock of its own.
+//
+// A floor: whatever the share says, a round may start once kFloorEvery of training has passed since the last
+// allowance. The clock counts the actors' threads whole, and they may burn CPU that no round of ours asked for (CAF
+// messages circling between two nodes for good, once: a quarter of a core; a flood of connections at the gate,
+// whose handshakes run on CAF's thread, would too):
+// without a floor such a node's lines stopped averaging for the rest of its run, silently. With one, it averages
+// at least every kFloorEvery, and the caller can say so (floor_allowances()). A round that costs more than
+// f·kFloorEvery of CPU (a big model on a slow machine) runs that often too, over its share.
 
 #include <chrono>
 #include <cstdint>
@@ -31,6 +39,7 @@ class CpuSharePacer {
  public:
   static constexpr std::chrono::nanoseconds kCreditWindow = std::chrono::seconds(1);
   static constexpr std::chrono::nanoseconds kIdleAllowEvery = std::chrono::milliseconds(10);
+  static constexpr std::chrono::nanoseconds kFloorEvery = std::chrono::seconds(2);
 
   // REQUIRES: 0 < share <= 1
   explicit CpuSharePacer(double share) : share_(share) {}
@@ -50,8 +59,12 @@ class CpuSharePacer {
     const double credit = share_ * static_cast<double>(kCreditWindow.count());
     if (ahead_ < -credit) ahead_ = -credit;
     since_allow_ += step;
-    if (ahead_ > 0) return false;
-    if (rounds_done == rounds_at_allow_ && since_allow_ < kIdleAllowEvery) return false;
+    if (ahead_ > 0) {
+      if (since_allow_ < kFloorEvery) return false;
+      ++floor_allowances_;  // over its share: the floor allows this one
+    } else if (rounds_done == rounds_at_allow_ && since_allow_ < kIdleAllowEvery) {
+      return false;
+    }
     rounds_at_allow_ = rounds_done;
     since_allow_ = std::chrono::nanoseconds(0);
     return true;
@@ -59,6 +72,8 @@ class CpuSharePacer {
 
   // How far averaging is ahead of its share (negative: credit), in ns.
   double ahead_ns() const { return ahead_; }
+  // The rounds allowed by the floor alone (kFloorEvery), averaging being over its share.
+  std::uint64_t floor_allowances() const { return floor_allowances_; }
 
  private:
   double share_;
@@ -67,6 +82,7 @@ class CpuSharePacer {
   bool seen_total_ = false;
   std::uint64_t rounds_at_allow_ = 0;                      // rounds_done at the last allowance
   std::chrono::nanoseconds since_allow_{kIdleAllowEvery};  // training time since then (the first step may allow)
+  std::uint64_t floor_allowances_ = 0;
 };
 
 }  // namespace gridtrain::learner

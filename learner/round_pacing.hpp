@@ -3,7 +3,10 @@
 // steps; or, with every_steps 0 and cpu_share f below 1, when the node's averaging has used no more than f of the
 // training time (learner/cpu_share_pacer.hpp). The Trainer asks it after each of its steps; the PyTorch front end's
 // averager after each of the user's optimizer steps. With neither (every_steps 0, f = 1) it never allows one, and
-// the node's lines run rounds back to back without asking.
+// the node's lines run rounds back to back without asking. It logs a warning when averaging is over the share for
+// so long that rounds start only at the pacer's floor (CpuSharePacer::kFloorEvery).
+
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstdint>
@@ -32,6 +35,7 @@ class RoundPacing {
         averaging_cpu_(std::move(averaging_cpu)),
         rounds_(std::move(rounds)) {
     if (!every_ && paces_rounds(0, cpu_share, static_cast<bool>(averaging_cpu_))) pacer_.emplace(cpu_share);
+    share_ = cpu_share;
   }
 
   // Whether it ever allows a round (paces_rounds).
@@ -49,7 +53,9 @@ class RoundPacing {
       rounds_at_read_ = rounds;
       since_read_ = std::chrono::nanoseconds(0);
     }
-    return pacer_->after_step(step, averaging_total_, rounds);
+    const bool allowed = pacer_->after_step(step, averaging_total_, rounds);
+    if (allowed && pacer_->floor_allowances() % kFloorWarnEvery == 1) warn_floor();
+    return allowed;
   }
 
   // How often the averaging's clock is read, in training time, where no round completed since the last read (a
@@ -57,12 +63,24 @@ class RoundPacing {
   // threads on a virtual machine): after every 1 ms PyTorch step it was 1% of the step. What a read does not see
   // yet the next one does.
   static constexpr std::chrono::nanoseconds kClockReadEvery = std::chrono::milliseconds(2);
+  // The floor's warning (CpuSharePacer::kFloorEvery) is logged at its first allowance and every this many after.
+  static constexpr std::uint64_t kFloorWarnEvery = 30;
 
  private:
+  void warn_floor() const {
+    spdlog::warn("averaging is over allreduce.cpu_share ({}) by {:.0f} ms of CPU: its lines start a round only at the "
+                 "floor, one per {} s of training ({} so far). Rounds that cost this much, or CPU spent on the "
+                 "node's actors' threads by something else, do this",
+                 share_, pacer_->ahead_ns() / 1e6,
+                 std::chrono::duration_cast<std::chrono::seconds>(CpuSharePacer::kFloorEvery).count(),
+                 pacer_->floor_allowances());
+  }
+
   std::uint64_t every_;
   std::function<std::chrono::nanoseconds()> averaging_cpu_;
   std::function<std::uint64_t()> rounds_;
   std::optional<CpuSharePacer> pacer_;
+  double share_ = 0;
   std::chrono::nanoseconds averaging_total_{0};  // at the last read
   std::uint64_t rounds_at_read_ = 0;
   std::chrono::nanoseconds since_read_{kClockReadEvery};  // the first step reads

@@ -81,7 +81,27 @@ TEST_CASE("over a long run averaging takes its share of the learner's time, to w
     CHECK(used_ns <= share * training_ns + static_cast<double>(cost.count()));
     CHECK(used_ns >= share * training_ns - static_cast<double>(cost.count()));
     CHECK(rounds > 0);
+    CHECK(pacer.floor_allowances() == 0);  // the share alone paces them
   }
+}
+
+TEST_CASE("threads that burn CPU with no round of ours asking still leave a round every 2 s of training") {
+  // Once, CAF messages circled between two nodes for good and took a quarter of a core on the actors' threads,
+  // which the clock counts: with no floor their lines ran no round again. 20 s of 1 ms steps, 250 us burnt in each.
+  CpuSharePacer pacer(0.05);
+  std::chrono::nanoseconds averaging{0};
+  int allowed = 0;
+  std::uint64_t rounds = 0;
+  for (int i = 0; i < 20000; ++i) {
+    averaging += 250us;
+    if (pacer.after_step(1ms, averaging, rounds)) {
+      ++allowed;
+      ++rounds;
+    }
+  }
+  CHECK(allowed == 10);
+  CHECK(pacer.floor_allowances() == 9);  // the first step's is the share's: nothing was counted before it
+  CHECK(pacer.ahead_ns() > 0);  // still over its share: the floor does not pretend otherwise
 }
 
 TEST_CASE("time without rounds earns at most a second's share of credit") {
