@@ -38,6 +38,9 @@ class RoundPacing {
     share_ = cpu_share;
   }
 
+  // The warnings it logged that rounds start only at the pacer's floor.
+  std::uint64_t floor_warnings() const { return floor_warnings_; }
+
   // Whether it ever allows a round (paces_rounds).
   bool active() const { return every_ > 0 || pacer_.has_value(); }
 
@@ -54,7 +57,10 @@ class RoundPacing {
       since_read_ = std::chrono::nanoseconds(0);
     }
     const bool allowed = pacer_->after_step(step, averaging_total_, rounds);
-    if (allowed && pacer_->floor_allowances() % kFloorWarnEvery == 1) warn_floor();
+    if (const std::uint64_t floors = pacer_->floor_allowances(); floors != floors_seen_) {
+      floors_seen_ = floors;  // this allowance was the floor's
+      if (floors % kFloorWarnEvery == 1) warn_floor();
+    }
     return allowed;
   }
 
@@ -67,10 +73,11 @@ class RoundPacing {
   static constexpr std::uint64_t kFloorWarnEvery = 30;
 
  private:
-  void warn_floor() const {
+  void warn_floor() {
+    ++floor_warnings_;
     spdlog::warn("averaging is over allreduce.cpu_share ({}) by {:.0f} ms of CPU: its lines start a round only at the "
-                 "floor, one per {} s of training ({} so far). Rounds that cost this much, or CPU spent on the "
-                 "node's actors' threads by something else, do this",
+                 "floor, one per {} s of training ({} so far). Either a round costs more than the share allows, "
+                 "or something else keeps the node's actor threads busy",
                  share_, pacer_->ahead_ns() / 1e6,
                  std::chrono::duration_cast<std::chrono::seconds>(CpuSharePacer::kFloorEvery).count(),
                  pacer_->floor_allowances());
@@ -81,6 +88,8 @@ class RoundPacing {
   std::function<std::uint64_t()> rounds_;
   std::optional<CpuSharePacer> pacer_;
   double share_ = 0;
+  std::uint64_t floors_seen_ = 0;  // the pacer's floor_allowances() at the last look
+  std::uint64_t floor_warnings_ = 0;
   std::chrono::nanoseconds averaging_total_{0};  // at the last read
   std::uint64_t rounds_at_read_ = 0;
   std::chrono::nanoseconds since_read_{kClockReadEvery};  // the first step reads

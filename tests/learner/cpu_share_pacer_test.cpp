@@ -150,3 +150,39 @@ TEST_CASE("the pacing reads averaging's clock after each round and every 2 ms of
   }
   CHECK(*reads == 10);
 }
+
+TEST_CASE("the pacing warns when the floor starts the rounds: at its first allowance and every 30th after, only") {
+  // A quarter of each 1 ms step burnt on the actors' threads, no round of ours: 70 s of training.
+  auto burnt = std::make_shared<std::chrono::nanoseconds>(0);
+  auto rounds = std::make_shared<std::uint64_t>(0);
+  gridtrain::learner::RoundPacing pacing(0, 0.05, [burnt] { return *burnt; }, [rounds] { return *rounds; });
+  int allowed = 0;
+  for (std::uint64_t step = 1; step <= 70000; ++step) {
+    *burnt += 250us;
+    if (pacing.after_step(step, 1ms)) {
+      ++allowed;
+      ++*rounds;
+    }
+  }
+  CHECK(allowed == 35);                 // the first step's, then the floor's 34
+  CHECK(pacing.floor_warnings() == 2);  // the floor's 1st and 31st
+
+  // A debt the share pays back within the floor's 2 s: one floor allowance, one warning, and the share's own
+  // allowances after it warn of nothing.
+  auto little = std::make_shared<std::chrono::nanoseconds>(0);
+  gridtrain::learner::RoundPacing paying(0, 0.05, [little] { return *little; }, [rounds] { return *rounds; });
+  for (std::uint64_t step = 1; step <= 2100; ++step) {
+    *little += 90us;  // 40 us a step over the share: 80 ms behind by the floor's allowance
+    if (paying.after_step(step, 1ms)) ++*rounds;
+  }
+  CHECK(paying.floor_warnings() == 1);
+  allowed = 0;
+  for (std::uint64_t step = 2101; step <= 20000; ++step) {
+    if (paying.after_step(step, 1ms)) {
+      ++allowed;
+      ++*rounds;
+    }
+  }
+  CHECK(allowed > 1000);  // the share's, each step or nearly, once the debt is paid
+  CHECK(paying.floor_warnings() == 1);
+}
