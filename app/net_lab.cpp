@@ -121,6 +121,12 @@ Status NetLab::cut(const std::vector<std::size_t>& side_b) {
     Status routed = wanted[h] ? ip({"-n", observer_ns(), "route", "replace", host, "dev", "legB", "src", prefix_ + ".251"})
                               : ip({"-n", observer_ns(), "route", "del", host});
     if (!routed.ok()) return routed;
+    // The host's neighbour entry for the observer still names the leg it reached before the move, now on the
+    // other bridge: forgotten, the host asks anew and a leg on its own bridge answers. Kept, the observer's
+    // requests to the moved host went unanswered for 2-30 s after a heal (its connections from the other side
+    // answered into the wrong bridge until the entry went stale), and the chaos reported heals 2-12 s late
+    // while the nodes' logs showed the grid whole in about a second.
+    if (Status flushed = ip({"-n", host_ns(h), "neigh", "flush", "all"}); !flushed.ok()) return flushed;
     side_b_[h] = wanted[h];
   }
   return {};
