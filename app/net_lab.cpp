@@ -123,9 +123,8 @@ Status NetLab::cut(const std::vector<std::size_t>& side_b) {
     if (!routed.ok()) return routed;
     // The host's neighbour entry for the observer still names the leg it reached before the move, now on the
     // other bridge: forgotten, the host asks anew and a leg on its own bridge answers. Kept, the observer's
-    // requests to the moved host went unanswered for 2-30 s after a heal (its connections from the other side
-    // answered into the wrong bridge until the entry went stale), and the chaos reported heals 2-12 s late
-    // while the nodes' logs showed the grid whole in about a second.
+    // requests to the moved host went unanswered after a heal (one dial timed out after 10.2 s), and the chaos
+    // reported heals after 12-33 s where the nodes' logs showed the grid whole within 1-5 s.
     if (Status flushed = ip({"-n", host_ns(h), "neigh", "flush", "all"}); !flushed.ok()) return flushed;
     side_b_[h] = wanted[h];
   }

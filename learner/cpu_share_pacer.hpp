@@ -23,12 +23,12 @@
 // master's), so a node's lines slow down when its peers' rounds load it too. Pure: no clock of its own.
 //
 // A floor: whatever the share says, a round may start once kFloorEvery of training has passed since the last
-// allowance. The clock counts the actors' threads whole, and they may burn CPU that no round of ours asked for (CAF
-// messages circling between two nodes for good, once: a quarter of a core; a flood of connections at the gate,
-// whose handshakes run on CAF's thread, would too):
-// without a floor such a node's lines stopped averaging for the rest of its run, silently. With one, it averages
-// at least every kFloorEvery, and the caller can say so (floor_allowances()). A round that costs more than
-// f·kFloorEvery of CPU (a big model on a slow machine) runs that often too, over its share.
+// allowance. The clock counts the actors' threads whole, and they may burn CPU that no round of ours asked for
+// (CAF messages circling between two nodes for good, once: a quarter of a core; a flood of connections at the
+// gate, whose handshakes run on CAF's thread, would too): without a floor such a node's lines stopped averaging for
+// the rest of its run, silently. With one, it averages at least every kFloorEvery, and the caller can say so
+// (floor_allowances()). A round that costs more than f·kFloorEvery of CPU (a big model on a slow machine) runs that
+// often too, over its share.
 
 #include <chrono>
 #include <cstdint>
@@ -70,6 +70,7 @@ class CpuSharePacer {
     return true;
   }
 
+  double share() const { return share_; }
   // How far averaging is ahead of its share (negative: credit), in ns.
   double ahead_ns() const { return ahead_; }
   // The rounds allowed by the floor alone (kFloorEvery), averaging being over its share.

@@ -35,7 +35,6 @@ class RoundPacing {
         averaging_cpu_(std::move(averaging_cpu)),
         rounds_(std::move(rounds)) {
     if (!every_ && paces_rounds(0, cpu_share, static_cast<bool>(averaging_cpu_))) pacer_.emplace(cpu_share);
-    share_ = cpu_share;
   }
 
   // The warnings it logged that rounds start only at the pacer's floor.
@@ -78,7 +77,7 @@ class RoundPacing {
     spdlog::warn("averaging is over allreduce.cpu_share ({}) by {:.0f} ms of CPU: its lines start a round only at the "
                  "floor, one per {} s of training ({} so far). Either a round costs more than the share allows, "
                  "or something else keeps the node's actor threads busy",
-                 share_, pacer_->ahead_ns() / 1e6,
+                 pacer_->share(), pacer_->ahead_ns() / 1e6,
                  std::chrono::duration_cast<std::chrono::seconds>(CpuSharePacer::kFloorEvery).count(),
                  pacer_->floor_allowances());
   }
@@ -87,7 +86,6 @@ class RoundPacing {
   std::function<std::chrono::nanoseconds()> averaging_cpu_;
   std::function<std::uint64_t()> rounds_;
   std::optional<CpuSharePacer> pacer_;
-  double share_ = 0;
   std::uint64_t floors_seen_ = 0;  // the pacer's floor_allowances() at the last look
   std::uint64_t floor_warnings_ = 0;
   std::chrono::nanoseconds averaging_total_{0};  // at the last read

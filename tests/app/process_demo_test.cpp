@@ -83,15 +83,20 @@ std::size_t count_lines(const std::string& text, const std::string& prefix) {
   return n;
 }
 
+// The "rounds N" of an epoch line, if it says.
+std::optional<long long> rounds_on(const std::string& line) {
+  const auto at = line.find(" rounds ");
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoll(line.substr(at + 8));
+}
+
 // The largest "rounds N" on the lines that start with `prefix`, or -1 if none says.
 long long max_rounds(const std::string& text, const std::string& prefix) {
   std::istringstream in(text);
   long long most = -1;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.starts_with(prefix)) continue;
-    const auto at = line.find(" rounds ");
-    if (at != std::string::npos) most = std::max(most, std::stoll(line.substr(at + 8)));
-  }
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with(prefix))
+      if (const auto rounds = rounds_on(line)) most = std::max(most, *rounds);
   return most;
 }
 
@@ -107,11 +112,10 @@ std::optional<std::pair<long long, long long>> rounds_after(const std::string& t
       if (line.find(event) != std::string::npos) after = 0;
       continue;
     }
-    const auto at = line.find(" rounds ");
-    if (!line.starts_with("epoch ") || at == std::string::npos) continue;
-    const long long rounds = std::stoll(line.substr(at + 8));
-    if (++after == 1) first = rounds;
-    if (after == later) return std::pair{first, rounds};
+    const auto rounds = line.starts_with("epoch ") ? rounds_on(line) : std::nullopt;
+    if (!rounds) continue;
+    if (++after == 1) first = *rounds;
+    if (after == later) return std::pair{first, *rounds};
   }
   return std::nullopt;
 }
