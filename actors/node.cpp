@@ -51,6 +51,7 @@ namespace node_internal {
 namespace {
 
 void enter(Self self, NodePhase phase);
+void member_left(Self self, const Leave& leave);
 
 // -- what every phase does alike ----------------------------------------------------------------------------------
 
@@ -120,6 +121,10 @@ caf::message_handler common_handlers(Self self) {
   return {
       [self](begin_atom, std::string& address) { begin(self, std::move(address)); },
       [self](const GridState& grid) { keep_grid_state(self, grid); },
+      [self](const Leave& leave) {
+        member_left(self, leave);
+        return left_atom::value;
+      },
       [self](stats_atom) { return answer_stats(self); },
       [self](grid_view_atom) { return answer_grid_view(self, "not in a cluster"); },
       [self](members_atom) {
@@ -203,6 +208,7 @@ void welcomed(Self self, const Welcome& w, bool rejoined) {
   if (s.candidate && s.candidate != w.grid_master) abandon_candidacy(self, "the cluster's GridMaster let it in");
   s.candidate = nullptr;  // or it is the GridMaster now
   s.voted_for = nullptr;
+  s.left_members.clear();
   forget_join_holder(self);
   enter(self, NodePhase::member);
   s.grid_master = w.grid_master;
@@ -245,6 +251,44 @@ void stop_unwelcomed(Self self) {
   enter(self, NodePhase::leaving);
   conclude(self, JoinResult::stopped, "stopped before the join was answered");
   self->quit(caf::exit_reason::user_shutdown);
+}
+
+// A node leaving with no GridMaster to take its Leave (it lost it, or the GridMaster did not answer): it tells every
+// member of its last state it has a handle of, each of which records it and passes it on to the successor it stands
+// with (member_left), then ends: at once where all answered, else after kLeaveNoticeWait. A candidate then waits
+// for no vote of it: the last member left of a cluster whose other members all finished could otherwise never
+// gather a majority again (see election_leave in grid_master.cpp).
+void tell_members_and_end(Self self) {
+  constexpr auto kLeaveNoticeWait = std::chrono::seconds(1);
+  auto& s = self->state;
+  const GridState* last = s.grid();
+  std::vector<caf::actor> members;
+  if (last)
+    for (const MemberState& m : last->members)
+      if (m.node && m.place.node_id != s.setup.node_id) members.push_back(m.node);
+  if (members.empty()) return stop_unwelcomed(self);
+  spdlog::info("node {:016x}: leaving; it tells the {} members of epoch {} it knows", s.setup.node_id, members.size(),
+               last->epoch);
+  const Leave leave{s.setup.node_id, last->epoch};
+  auto waiting = std::make_shared<std::size_t>(members.size());
+  auto answered = [self, waiting] {
+    if (--*waiting == 0) stop_unwelcomed(self);
+  };
+  for (const caf::actor& member : members)
+    self->request(member, kLeaveNoticeWait, leave)
+        .then([answered](left_atom) { answered(); }, [answered](caf::error&) { answered(); });
+}
+
+// A member of our last state says it leaves, having no GridMaster to tell: its vote will not come, so our candidacy,
+// now or later, does not count it; the successor we stand with, or the GridMaster we follow, is told.
+void member_left(Self self, const Leave& leave) {
+  auto& s = self->state;
+  if (!s.grid() || leave.epoch != s.grid()->epoch || leave.node_id == s.setup.node_id) return;
+  if (std::find(s.left_members.begin(), s.left_members.end(), leave.node_id) == s.left_members.end())
+    s.left_members.push_back(leave.node_id);
+  spdlog::info("node {:016x}: member {:016x} of epoch {} left", s.setup.node_id, leave.node_id, leave.epoch);
+  const caf::actor& to = s.candidate ? s.candidate : s.phase == NodePhase::member ? s.grid_master : caf::actor();
+  if (to) self->request(to, std::chrono::seconds(1), leave).then([](left_atom) {}, [](caf::error&) {});
 }
 
 caf::behavior joining(Self self) {
@@ -329,7 +373,7 @@ caf::behavior member(Self self) {
         spdlog::info("node {:016x}: leaving", s.setup.node_id);
         self->request(s.grid_master, std::chrono::seconds(3), Leave{s.setup.node_id, s.epoch})
             .then([self](left_atom) { self->quit(caf::exit_reason::user_shutdown); },
-                  [self](caf::error&) { self->quit(caf::exit_reason::user_shutdown); });
+                  [self](caf::error&) { tell_members_and_end(self); });  // it died as we left, say
       },
   });
 }
@@ -415,7 +459,10 @@ caf::behavior rejoining(Self self) {
       [self](grid_view_atom) {
         return answer_grid_view(self, "not in a cluster now: it lost its GridMaster, and is rejoining or electing one");
       },
-      [self](stop_atom) { stop_unwelcomed(self); },
+      [self](stop_atom) {
+        enter(self, NodePhase::leaving);
+        tell_members_and_end(self);
+      },
   });
 }
 

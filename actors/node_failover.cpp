@@ -78,10 +78,14 @@ void stand(Self self) {
                    [&](const MemberState& m) { return m.place.node_id == s.setup.node_id; }))
     return;
   withdraw_vote(self);
+  GridState takeover = *last;
+  auto& confirmed = takeover.quorum_members;
+  for (std::uint64_t id : s.left_members)  // they left cleanly: their votes will not come
+    confirmed.erase(std::remove(confirmed.begin(), confirmed.end(), id), confirmed.end());
   spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
                "needs the votes of {} of the {} confirmed members",
-               s.setup.node_id, last->epoch, last->quorum_members.size() / 2 + 1, last->quorum_members.size());
-  GridMasterSetup setup = grid_master_setup(self, s.cluster_config.value_or(s.setup.config), *last);
+               s.setup.node_id, last->epoch, confirmed.size() / 2 + 1, confirmed.size());
+  GridMasterSetup setup = grid_master_setup(self, s.cluster_config.value_or(s.setup.config), std::move(takeover));
   s.candidate = spawn_grid_master(self, std::move(setup));
   send_join(self, s.candidate, true);
   release_early_votes(self, s.candidate);

@@ -129,6 +129,33 @@ TEST_CASE("when every member but the lost GridMaster's node has voted, the succe
   CHECK(e.state().members.size() == 3);
 }
 
+TEST_CASE("a confirmed member that leaves during the election no longer counts; another epoch's Leave changes nothing") {
+  Election e(4);
+  e.vote(kCandidate);
+  e.vote(3);  // 2 of 4: no majority
+  caf::anon_send(e.gm, actors::Leave{4, 2});  // not of the last state's epoch
+  e.sim.run();
+  e.wait(std::chrono::seconds(10));
+  REQUIRE(e.state().electing);
+  caf::anon_send(e.gm, actors::Leave{4, 3});  // node 4 left: 2 of the 3 left, and all but the lost GridMaster's
+  e.sim.run();
+  CHECK_FALSE(e.state().electing);
+  CHECK(e.state().quorum_members == std::set<std::uint64_t>{2, 3});
+  CHECK(e.welcomes(4).empty());
+}
+
+TEST_CASE("a voter that leaves during the election takes its vote with it") {
+  Election e(5);
+  e.vote(kCandidate);
+  e.vote(3);
+  e.vote(4);  // 3 of 5: the grace runs
+  caf::anon_send(e.gm, actors::Leave{4, 3});  // 2 of the 4 left
+  e.sim.run();
+  e.wait(std::chrono::seconds(10));
+  CHECK(e.state().electing);
+  CHECK(e.state().members.empty());
+}
+
 TEST_CASE("a vote taken back does not count") {
   Election e(5);
   e.vote(kCandidate);

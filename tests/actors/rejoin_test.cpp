@@ -294,6 +294,29 @@ TEST_CASE("a rejoining node that the GridMaster still counts as a member keeps a
   CHECK(f.cluster.members() == std::vector<std::uint64_t>{1, 2, 3});
 }
 
+TEST_CASE("members that leave while the others elect a GridMaster are not waited for: the last one left leads alone") {
+  // The end of a run: every node finishes and leaves, the GridMaster's among the first. Node 3 leaves while it and
+  // node 2 are still rejoining; node 2 must not wait for node 3's vote for good (its staleness bound held its
+  // training 10 s at a time), but lead a cluster of one.
+  RejoinFixture f;
+  auto& node2 = f.cluster.state(2);
+  auto& node3 = f.cluster.state(3);
+  caf::anon_send(f.cluster.node(1), actors::stop_atom::value);
+  REQUIRE(f.cluster.sim().run_until([&] { return node3.phase == actors::NodePhase::rejoining; },
+                                    DeterministicSystem::kMaxEvents));
+  CHECK(node2.phase != actors::NodePhase::member);  // no successor leads yet
+  f.cluster.stop(3);
+  f.cluster.sim().run();
+  for (int i = 0; i < 10 && node2.phase != actors::NodePhase::member; ++i) {
+    f.cluster.sim().advance_time(std::chrono::milliseconds(500));
+    f.cluster.sim().run();
+  }
+  CHECK(node2.phase == actors::NodePhase::member);
+  REQUIRE(node2.grid());
+  CHECK(node2.grid()->members.size() == 1);
+  CHECK(node2.grid()->quorum_members == std::vector<std::uint64_t>{2});
+}
+
 TEST_CASE("a node removed while alive stops driving the lines it mastered") {
   RejoinFixture f;
   // Node 1 bootstrapped: it masters the one line. Take it out: its LineMaster must stop driving that line.
