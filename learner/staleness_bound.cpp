@@ -18,11 +18,12 @@ bool StalenessBound::reached(std::uint64_t steps) {
   const std::uint64_t rounds = rounds_();
   if (!primed_ || rounds != rounds_seen_) {
     primed_ = true;
+    given_up_ = false;
     rounds_seen_ = rounds;
     steps_at_round_ = steps;
     return false;
   }
-  return steps - steps_at_round_ >= bound_ && averaging_();
+  return !given_up_ && steps - steps_at_round_ >= bound_ && averaging_();
 }
 
 std::chrono::nanoseconds StalenessBound::wait(std::uint64_t steps, const std::function<bool()>& stop) {
@@ -33,10 +34,11 @@ std::chrono::nanoseconds StalenessBound::wait(std::uint64_t steps, const std::fu
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ended = rounds_() != rounds_seen_ || !averaging_() || (stop && stop());
   }
+  given_up_ = !ended;
   if (!ended && ++gave_up_ == 1)
     spdlog::warn("no round completed within {} ms of reaching allreduce.staleness_bound ({} steps): training goes on "
-                 "for another {} steps before it waits again (said once)",
-                 max_wait_.count(), bound_, bound_);
+                 "without waiting until a round completes again (said once)",
+                 max_wait_.count(), bound_);
   rounds_seen_ = rounds_();
   steps_at_round_ = steps;
   return clock::now() - start;

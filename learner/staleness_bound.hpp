@@ -2,8 +2,10 @@
 // StalenessBound: allreduce.staleness_bound = s > 0 keeps a learner at most s steps past the last round completed on
 // its node's lines. After each step the learner asks reached(); when it has, it lets one more round start (where it
 // paces them) and calls wait(), which returns once a round completes, the node no longer averages (no line with a
-// peer: a node alone never waits), the caller says stop, or kMaxStalenessWait went by (then training goes on for
-// another s steps before it waits again; the first give-up is logged). Where a slow link is what limits the rounds,
+// peer: a node alone never waits), the caller says stop, or kMaxStalenessWait went by (then training goes on without
+// waiting until a round completes again: the line cannot complete one now, its peers cut off or gone, and waits of
+// 10 s every s steps held a node whose line peers had all finished to 965 samples/s where they had run 15-19K; the
+// first give-up is logged). Where a slow link is what limits the rounds,
 // this trades the learner's speed for replicas that stay close; s = 0, the default, never waits. The Trainer
 // (gridnode) and the PyTorch front end's step() both use it.
 
@@ -41,6 +43,7 @@ class StalenessBound {
   bool primed_ = false;           // rounds_seen_ and steps_at_round_ were set
   std::uint64_t rounds_seen_ = 0;  // the rounds' count at its last change
   std::uint64_t steps_at_round_ = 0;
+  bool given_up_ = false;  // the last wait gave up, and no round completed since: no wait until one does
   std::uint64_t gave_up_ = 0;
 };
 

@@ -86,7 +86,7 @@ TEST_CASE("a wait at the bound ends when a round completes, the line goes, or th
   }
 }
 
-TEST_CASE("a wait at the bound that no round ends gives up after its longest, and training goes on that many steps") {
+TEST_CASE("a wait at the bound that no round ends gives up after its longest; no wait again until a round completes") {
   Line line;
   auto bound = line.bound(2, 20ms);
   bound.reached(1);
@@ -94,6 +94,9 @@ TEST_CASE("a wait at the bound that no round ends gives up after its longest, an
   const auto waited = bound.wait(3, nullptr);
   CHECK(waited >= 20ms);
   CHECK(bound.gave_up() == 1);
-  CHECK_FALSE(bound.reached(4));
-  CHECK(bound.reached(5));
+  for (std::uint64_t step = 4; step < 100; ++step) CHECK_FALSE(bound.reached(step));
+  ++*line.rounds;  // the line completes rounds again: the bound holds again
+  CHECK_FALSE(bound.reached(100));
+  CHECK_FALSE(bound.reached(101));
+  CHECK(bound.reached(102));
 }
