@@ -386,6 +386,10 @@ void member_down(Self self, const caf::down_msg& down) {
   // it perhaps alive, and leading, on the other side of a cut: then the lease is waited out.
   const bool unsure = down.reason == caf::exit_reason::remote_link_unreachable &&
                       (down.source.node() != self->node() || self->state.setup.lease_for_local_grid_master);
+  // The GridMaster's node left cleanly: at the end of a run, every time its node finishes before the others.
+  // Nothing failed, so it is no warning.
+  if (down.reason == caf::exit_reason::user_shutdown)
+    return lose_cluster(self, "its GridMaster's node left (it finished, or was stopped)", true, true, false);
   lose_cluster(self,
                "lost contact with the GridMaster (" +
                    (down.reason ? self->system().render(down.reason) : std::string("it stepped down")) + ")",
@@ -498,11 +502,11 @@ void enter(Self self, NodePhase phase) { self->become(phase_entered(self, phase)
 
 }  // namespace
 
-void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended) {
+void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended, bool warn) {
   auto& s = self->state;
-  spdlog::warn("node {:016x}: {}; {}", s.setup.node_id, why,
-               keep_lines ? "its lines go on while it finds the cluster's GridMaster or elects one"
-                          : "dropping its lines and rejoining");
+  spdlog::log(warn ? spdlog::level::warn : spdlog::level::info, "node {:016x}: {}; {}", s.setup.node_id, why,
+              keep_lines ? "its lines go on while it finds the cluster's GridMaster or elects one"
+                         : "dropping its lines and rejoining");
   enter(self, NodePhase::rejoining);
   const bool local =
       s.grid_master && s.grid_master.node() == self->node() && !s.setup.lease_for_local_grid_master;

@@ -36,7 +36,8 @@ inline constexpr const char* kNotAMember = "the seed is not a member of a cluste
 // `keep_lines`, then walks the members.
 // `grid_master_ended`: it knows the GridMaster ended (it stepped down, or it ran in this process), so no lease
 // of it holds; otherwise the node waits out the lease before it votes or stands.
-void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended = false);
+void lose_cluster(Self self, const std::string& why, bool keep_lines, bool grid_master_ended = false,
+                  bool warn = true);
 
 // Joining and seeds (node_join.cpp).
 Join make_join(Self self, std::uint64_t request, std::uint64_t nonce, bool vote);
