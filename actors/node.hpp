@@ -136,8 +136,8 @@ struct NodeState {
   // Votes that came before this node knew whether it stands: a member that lost the GridMaster a moment before
   // us asks us first. Held (at most kMaxWaitingJoins) until we stand, follow another, or a lower member answers.
   std::vector<Join> early_votes;
-  // Confirmed members of the last GridState's epoch that said they left while it was rejoining (their Leave went
-  // to every member they knew): a candidacy of this node does not wait for their votes.
+  // Members of the last GridState's epoch that left with no GridMaster to take their Leave, and so sent it to every
+  // member they knew (node.cpp, tell_members_and_end): a candidacy of this node does not wait for their votes.
   std::vector<std::uint64_t> left_members;
   caf::actor candidate;     // the GridMaster it stands as successor with, while electing
   caf::actor hosted_grid_master;  // the last GridMaster it spawned (a bootstrap's or a candidate's): for its stats

@@ -5,9 +5,9 @@
 // peer: a node alone never waits), the caller says stop, or kMaxStalenessWait went by (then training goes on without
 // waiting until a round completes again: the line cannot complete one now, its peers cut off or gone, and waits of
 // 10 s every s steps held a node whose line peers had all finished to 965 samples/s where they had run 15-19K; the
-// first give-up is logged). Where a slow link is what limits the rounds,
-// this trades the learner's speed for replicas that stay close; s = 0, the default, never waits. The Trainer
-// (gridnode) and the PyTorch front end's step() both use it.
+// first give-up is logged). Where a slow link is what limits the rounds, this trades the learner's speed for
+// replicas that stay close; s = 0, the default, never waits. The Trainer (gridnode) and the PyTorch front end's
+// step() both use it.
 
 #include <chrono>
 #include <cstdint>
