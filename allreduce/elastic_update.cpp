@@ -3,14 +3,14 @@
 #include <algorithm>
 
 #include "allreduce/counted_parts.hpp"
-#include "allreduce/float_loop.hpp"
+#include "base/float_loop.hpp"
 #include "allreduce/round.hpp"
 
 namespace gridtrain::allreduce {
 
 namespace {
 
-// The loops are GRIDTRAIN_FLOAT_LOOPs (allreduce/float_loop.hpp): not inlined, __restrict, AVX2 where the CPU has it.
+// The loops are GRIDTRAIN_FLOAT_LOOPs (base/float_loop.hpp): not inlined, __restrict, AVX2 where the CPU has it.
 
 // m <- (keep s + alpha mean) + (m - s).
 GRIDTRAIN_FLOAT_LOOP void update_run(std::size_t n, float* __restrict m, const float* __restrict s,

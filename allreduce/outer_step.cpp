@@ -1,7 +1,7 @@
 #include "allreduce/outer_step.hpp"
 
 #include "allreduce/counted_parts.hpp"
-#include "allreduce/float_loop.hpp"
+#include "base/float_loop.hpp"
 #include "allreduce/round.hpp"
 
 namespace gridtrain::allreduce {

@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "allreduce/float_loop.hpp"
+#include "base/float_loop.hpp"
 
 namespace gridtrain::allreduce {
 

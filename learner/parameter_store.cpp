@@ -4,10 +4,35 @@
 #include <string>
 
 #include "base/check.hpp"
+#include "base/float_loop.hpp"
 
 namespace gridtrain::learner {
 
 namespace {
+
+// The passes over a tensor's pending updates: a PyTorch node's step() runs one over the whole model after every
+// round, on its training thread, and the data plane one as it reads a chunk. GRIDTRAIN_FLOAT_LOOPs, so that they
+// vectorize: written in place, the aliasing checks GCC's -O2 will not add left them scalar.
+GRIDTRAIN_FLOAT_LOOP void add_run(std::size_t n, float* __restrict into, const float* __restrict pending) {
+  for (std::size_t k = 0; k < n; ++k) into[k] += pending[k];
+}
+
+// Adds the pending updates to the model and clears them; with `taken`, copies them there first.
+GRIDTRAIN_FLOAT_LOOP void apply_run(std::size_t n, float* __restrict model, float* __restrict pending,
+                                    float* __restrict taken) {
+  if (taken) {
+    for (std::size_t k = 0; k < n; ++k) {
+      taken[k] = pending[k];
+      model[k] += pending[k];
+      pending[k] = 0.0f;
+    }
+    return;
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    model[k] += pending[k];
+    pending[k] = 0.0f;
+  }
+}
 
 // FNV-1a: stable across platforms and runs, which std::hash is not.
 struct Fnv1a {
@@ -65,8 +90,7 @@ void ParameterStore::fetch(std::span<float> out) const {
 void ParameterStore::copy_model(std::size_t from, std::size_t to, float* into) const {
   std::copy(arena_.begin() + static_cast<std::ptrdiff_t>(from), arena_.begin() + static_cast<std::ptrdiff_t>(to),
             into);
-  if (mode_ == UpdateMode::deferred)
-    for (std::size_t i = from; i < to; ++i) into[i - from] += pending_[i];
+  if (mode_ == UpdateMode::deferred) add_run(to - from, into, pending_.data() + from);
 }
 
 void ParameterStore::fetch_range(std::size_t begin, std::span<float> out) const {
@@ -186,12 +210,7 @@ std::size_t ParameterStore::apply_deferred() {
   std::size_t applied = 0;
   drain_pending("apply_deferred", [&](std::size_t i) {
     const Tensor& t = tensors_[i];
-    float* model = arena_.data() + t.offset;
-    float* pending = pending_.data() + t.offset;
-    for (std::size_t k = 0; k < t.size; ++k) {
-      model[k] += pending[k];
-      pending[k] = 0.0f;
-    }
+    apply_run(t.size, arena_.data() + t.offset, pending_.data() + t.offset, nullptr);
     applied += t.size;
   });
   return applied;
@@ -202,14 +221,7 @@ std::vector<ParameterStore::Range> ParameterStore::take_deferred(std::span<float
   std::vector<Range> taken;  // in reverse tensor order as drained; merged where adjacent
   drain_pending("take_deferred", [&](std::size_t i) {
     const Tensor& t = tensors_[i];
-    float* model = arena_.data() + t.offset;
-    float* pending = pending_.data() + t.offset;
-    float* into = out.data() + t.offset;
-    for (std::size_t k = 0; k < t.size; ++k) {
-      into[k] = pending[k];
-      model[k] += pending[k];
-      pending[k] = 0.0f;
-    }
+    apply_run(t.size, arena_.data() + t.offset, pending_.data() + t.offset, out.data() + t.offset);
     if (!taken.empty() && taken.back().offset == t.offset + t.size) {
       taken.back().offset = t.offset;
       taken.back().size += t.size;
