@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "allreduce/counted_parts.hpp"
-#include "base/float_loop.hpp"
 #include "allreduce/round.hpp"
+#include "base/float_loop.hpp"
 
 namespace gridtrain::allreduce {
 

@@ -1,8 +1,8 @@
 #include "allreduce/outer_step.hpp"
 
 #include "allreduce/counted_parts.hpp"
-#include "base/float_loop.hpp"
 #include "allreduce/round.hpp"
+#include "base/float_loop.hpp"
 
 namespace gridtrain::allreduce {
 

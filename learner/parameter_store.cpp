@@ -17,7 +17,7 @@ GRIDTRAIN_FLOAT_LOOP void add_run(std::size_t n, float* __restrict into, const f
   for (std::size_t k = 0; k < n; ++k) into[k] += pending[k];
 }
 
-// Adds the pending updates to the model and clears them; with `taken`, copies them there first.
+// Adds the pending updates to the model and clears them; with `taken`, also copies them there.
 GRIDTRAIN_FLOAT_LOOP void apply_run(std::size_t n, float* __restrict model, float* __restrict pending,
                                     float* __restrict taken) {
   if (taken) {
