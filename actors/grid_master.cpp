@@ -527,7 +527,7 @@ void election_leave(Self self, const Leave& leave) {
   auto& s = self->state;
   auto& confirmed = s.setup.takeover->quorum_members;
   if (leave.epoch != s.setup.takeover->epoch || !in_last_state(s, leave.node_id)) return;
-  confirmed.erase(std::remove(confirmed.begin(), confirmed.end(), leave.node_id), confirmed.end());
+  std::erase(confirmed, leave.node_id);
   s.votes.erase(leave.node_id);
   spdlog::info("grid_master: node {:016x} left during the election: {} of the {} members of epoch {} voted",
                leave.node_id, s.votes.size(), confirmed.size(), s.setup.takeover->epoch);

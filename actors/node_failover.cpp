@@ -80,8 +80,7 @@ void stand(Self self) {
   withdraw_vote(self);
   GridState takeover = *last;
   auto& confirmed = takeover.quorum_members;
-  for (std::uint64_t id : s.left_members)  // they left cleanly: their votes will not come
-    confirmed.erase(std::remove(confirmed.begin(), confirmed.end(), id), confirmed.end());
+  for (std::uint64_t id : s.left_members) std::erase(confirmed, id);  // they left cleanly: their votes will not come
   spdlog::warn("node {:016x}: no member of epoch {} below it answers; it stands as the GridMaster's successor and "
                "needs the votes of {} of the {} confirmed members",
                s.setup.node_id, last->epoch, confirmed.size() / 2 + 1, confirmed.size());

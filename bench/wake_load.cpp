@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   const long wakes = seconds > 0 ? static_cast<long>(seconds * rate) : -1;
   timespec at{};
   clock_gettime(CLOCK_MONOTONIC, &at);
-  unsigned sum = 0;
+  [[maybe_unused]] volatile unsigned sink = 0;  // keeps the touches
   for (long n = 0; wakes < 0 || n < wakes; ++n) {
     at.tv_nsec += period_ns;
     while (at.tv_nsec >= 1000000000L) {
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       ++at.tv_sec;
     }
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, nullptr);
-    for (std::size_t i = 0; i < memory.size(); i += 64) sum += ++memory[i];  // a cache line each
+    for (std::size_t i = 0; i < memory.size(); i += 64) sink = ++memory[i];  // a cache line each
   }
-  return sum == 0xFFFFFFFFu;  // keeps the loop; never true in practice
+  return 0;
 }
